@@ -1,0 +1,70 @@
+// The engine interface every backend implements (CPU reference, CUDA layered,
+// CUDA megakernel): a batch of ragged sequences in (prefill chunks and decode
+// tokens mixed), logits out, KV kept in a paged cache the backend owns and the
+// engine's KV manager allocates block ids in.
+//
+// KV groups: layers that share an attention kind share block tables. Full-
+// attention layers form one group; sliding-window layers another, whose
+// blocks that leave the window can be freed (their table entries become -1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/config.h"
+
+namespace ms {
+
+struct KvGroupSpec {
+  std::vector<int> layers;  // layer indices using this group's block tables
+  int window = 0;           // 0: full attention; else sliding window (tokens)
+  int num_blocks = 0;       // physical blocks in this group's pool
+  size_t bytes_per_block = 0;
+};
+
+struct KvSpec {
+  int block_size = 64;      // tokens per block
+  std::vector<KvGroupSpec> groups;
+  // Group of each layer.
+  std::vector<int> layer_group;
+};
+
+// Builds the group layout of a model (one group per attention kind present).
+KvSpec make_kv_spec(const ModelConfig& cfg, int block_size, size_t kv_bytes_budget, size_t bytes_per_elem);
+
+// One sequence's work in a step.
+struct SeqWork {
+  int64_t seq_id = 0;
+  std::vector<int32_t> tokens;  // tokens appended this step: a prefill chunk or one decode token
+  int32_t start_pos = 0;        // tokens already in the KV cache; tokens[0] is at this position
+  // [group][logical block] -> physical block id; must cover start_pos + tokens.size()
+  // positions. Sliding groups may hold -1 for blocks wholly outside the window.
+  std::vector<std::vector<int32_t>> block_tables;
+  bool need_logits = true;      // logits of the last token wanted
+};
+
+struct StepResult {
+  // One row of vocab_size floats per SeqWork with need_logits, in batch order
+  // (rows for other entries are empty).
+  std::vector<std::vector<float>> logits;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  virtual const ModelConfig& config() const = 0;
+  virtual const KvSpec& kv_spec() const = 0;
+  // Runs one forward step over the batch, writing K/V of the new tokens into
+  // the cache and returning the requested logits. Errors leave the cache of
+  // other sequences untouched.
+  virtual Status step(const std::vector<SeqWork>& batch, StepResult* out) = 0;
+};
+
+// Validates a batch against the KV spec (table coverage, block ids in range,
+// no live position on a freed block). Backends call it before running.
+Status validate_batch(const KvSpec& spec, const ModelConfig& cfg, const std::vector<SeqWork>& batch);
+
+}  // namespace ms

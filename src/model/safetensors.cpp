@@ -1,0 +1,211 @@
+#include "model/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace ms {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+int64_t TensorInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string TensorInfo::shape_str() const {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << "]";
+  return s.str();
+}
+
+Result<DType> parse_safetensors_dtype(const std::string& s) {
+  if (s == "F32") return DType::kF32;
+  if (s == "F16") return DType::kF16;
+  if (s == "BF16") return DType::kBF16;
+  if (s == "I32") return DType::kI32;
+  if (s == "I64") return DType::kI64;
+  if (s == "U8") return DType::kU8;
+  return unimplemented("dtype " + s + " is not supported (supported: F32, F16, BF16, I32, I64, U8)");
+}
+
+class MappedFile {
+ public:
+  static Result<std::unique_ptr<MappedFile>> open(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return not_found(path + ": cannot open (" + std::strerror(errno) + ")");
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+      ::close(fd);
+      return internal_error(path + ": fstat failed");
+    }
+    auto f = std::unique_ptr<MappedFile>(new MappedFile());
+    f->path_ = path;
+    f->size_ = static_cast<size_t>(st.st_size);
+    if (f->size_ > 0) {
+      void* p = mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        ::close(fd);
+        return internal_error(path + ": mmap failed (" + std::strerror(errno) + ")");
+      }
+      f->data_ = static_cast<const uint8_t*>(p);
+    }
+    ::close(fd);
+    return f;
+  }
+  ~MappedFile() {
+    if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+  }
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile() = default;
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+Checkpoint::~Checkpoint() = default;
+
+Status Checkpoint::add_file(const std::string& path) {
+  MS_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
+  if (file->size() < 8) return data_loss(path + ": truncated (no safetensors header)");
+  uint64_t hlen = 0;
+  std::memcpy(&hlen, file->data(), 8);
+  if (hlen > file->size() - 8 || hlen > (100u << 20))
+    return data_loss(path + ": corrupt header (header length " + std::to_string(hlen) + " exceeds the file size " +
+                     std::to_string(file->size()) + ")");
+  std::string_view hdr(reinterpret_cast<const char*>(file->data()) + 8, hlen);
+  json h = json::parse(hdr, nullptr, false);
+  if (h.is_discarded() || !h.is_object()) return data_loss(path + ": corrupt header (not a JSON object)");
+  const uint8_t* base = file->data() + 8 + hlen;
+  size_t data_size = file->size() - 8 - hlen;
+  for (auto& [name, v] : h.items()) {
+    if (name == "__metadata__") continue;
+    std::string where = path + ": tensor '" + name + "'";
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets") ||
+        !v["dtype"].is_string() || !v["shape"].is_array() || !v["data_offsets"].is_array() ||
+        v["data_offsets"].size() != 2)
+      return data_loss(where + ": malformed header entry");
+    TensorInfo t;
+    t.name = name;
+    t.file = path;
+    auto dt = parse_safetensors_dtype(v["dtype"]);
+    if (!dt.is_ok()) return dt.status().with_context(where);
+    t.dtype = *dt;
+    for (auto& d : v["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) return data_loss(where + ": bad shape");
+      t.shape.push_back(d.get<int64_t>());
+    }
+    auto& off = v["data_offsets"];
+    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) return data_loss(where + ": bad data_offsets");
+    uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
+    if (b > e) return data_loss(where + ": data_offsets are reversed");
+    if (e > data_size)
+      return data_loss(where + ": data ends at byte " + std::to_string(e) + " but the file holds " +
+                       std::to_string(data_size) + " data bytes (truncated shard?)");
+    if (e - b != static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype))
+      return data_loss(where + ": byte size " + std::to_string(e - b) + " does not match dtype " +
+                       dtype_name(t.dtype) + " and shape " + t.shape_str());
+    t.data = base + b;
+    t.nbytes = e - b;
+    if (tensors_.count(name)) return data_loss(where + ": tensor appears twice in the checkpoint");
+    total_bytes_ += t.nbytes;
+    tensors_.emplace(name, std::move(t));
+  }
+  files_.push_back(std::move(file));
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& dir,
+                                                      const std::function<void(const std::string&)>& progress) {
+  auto ck = std::unique_ptr<Checkpoint>(new Checkpoint());
+  ck->dir_ = dir;
+  if (!fs::is_directory(dir)) return not_found(dir + ": not a directory");
+  std::string index = dir + "/model.safetensors.index.json";
+  std::string single = dir + "/model.safetensors";
+  if (fs::exists(index)) {
+    std::ifstream in(index);
+    json j = json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      return data_loss(index + ": corrupt index (needs a weight_map object)");
+    std::set<std::string> shards;
+    for (auto& [name, file] : j["weight_map"].items()) {
+      if (!file.is_string()) return data_loss(index + ": weight_map entry for '" + name + "' is not a file name");
+      std::string fname = file;
+      if (fname.find('/') != std::string::npos || fname.find("..") != std::string::npos)
+        return data_loss(index + ": weight_map entry for '" + name + "' points outside the directory");
+      shards.insert(fname);
+    }
+    size_t i = 0;
+    for (const auto& s : shards) {
+      if (progress) progress("mapping shard " + std::to_string(++i) + "/" + std::to_string(shards.size()) + ": " + s);
+      MS_RETURN_IF_ERROR(ck->add_file(dir + "/" + s));
+    }
+    for (auto& [name, file] : j["weight_map"].items()) {
+      auto it = ck->tensors_.find(name);
+      if (it == ck->tensors_.end())
+        return data_loss(index + ": tensor '" + name + "' is listed for " + file.get<std::string>() + " but not in it");
+      if (fs::path(it->second.file).filename() != file.get<std::string>())
+        return data_loss(index + ": tensor '" + name + "' is listed for " + file.get<std::string>() + " but found in " +
+                         it->second.file);
+    }
+  } else if (fs::exists(single)) {
+    MS_RETURN_IF_ERROR(ck->add_file(single));
+  } else {
+    return not_found(dir + ": no model.safetensors or model.safetensors.index.json");
+  }
+  return ck;
+}
+
+const TensorInfo* Checkpoint::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+Status SafetensorsWriter::write(const std::string& path, const std::vector<Decl>& decls, const Filler& fill,
+                                const std::map<std::string, std::string>& metadata) {
+  json h = json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  uint64_t off = 0;
+  std::vector<uint64_t> sizes;
+  for (const auto& d : decls) {
+    uint64_t n = dtype_size(d.dtype);
+    for (int64_t x : d.shape) n *= static_cast<uint64_t>(x);
+    h[d.name] = {{"dtype", dtype_name(d.dtype)}, {"shape", d.shape}, {"data_offsets", {off, off + n}}};
+    sizes.push_back(n);
+    off += n;
+  }
+  std::string hs = h.dump();
+  while ((hs.size() + 8) % 8) hs.push_back(' ');  // align data to 8 bytes
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return not_found(path + ": cannot create (" + std::strerror(errno) + ")");
+  uint64_t hlen = hs.size();
+  bool ok = std::fwrite(&hlen, 8, 1, f) == 1 && std::fwrite(hs.data(), 1, hs.size(), f) == hs.size();
+  std::vector<uint8_t> buf;
+  for (size_t i = 0; ok && i < decls.size(); ++i) {
+    buf.resize(sizes[i]);
+    fill(i, buf.data(), buf.size());
+    ok = std::fwrite(buf.data(), 1, buf.size(), f) == buf.size();
+  }
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) return internal_error(path + ": write failed (disk full?)");
+  return Status::ok();
+}
+
+}  // namespace ms
