@@ -1,6 +1,7 @@
 // jinja_interpreter.cpp: executes statements and evaluates expressions.
 #include "chat/jinja_interpreter.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "chat/jinja_builtins.h"
@@ -21,7 +22,7 @@ int64_t floor_div(int64_t a, int64_t b) {
   return q;
 }
 
-class Interpreter : public std::enable_shared_from_this<Interpreter> {
+class Interpreter {
  public:
   Interpreter(const RenderOptions& options) : options_(options) { env_.repr = options.repr; }
 

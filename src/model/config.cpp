@@ -325,7 +325,8 @@ Status parse_qwen3(const Fields& f, ModelConfig* c, bool moe) {
   int sparse_step = 1;
   if (moe) {
     MS_RETURN_IF_ERROR(f.get_int("moe_intermediate_size", &c->moe_ffn));
-    MS_RETURN_IF_ERROR(f.get_int("num_experts", &c->n_experts));
+    // transformers 5 writes num_local_experts; older configs num_experts.
+    MS_RETURN_IF_ERROR(f.get_int(f.has("num_local_experts") ? "num_local_experts" : "num_experts", &c->n_experts));
     MS_RETURN_IF_ERROR(f.get_int("num_experts_per_tok", &c->top_k));
     MS_RETURN_IF_ERROR(f.get_bool("norm_topk_prob", &c->norm_topk_prob, false));
     MS_RETURN_IF_ERROR(f.get_int("decoder_sparse_step", &sparse_step, 1));

@@ -1,0 +1,44 @@
+// chat_template.h: the public, exception-free face of the Jinja engine.
+// ChatTemplate::create parses an HF chat template once; render() fills it
+// with a JSON context (messages, tools, documents, add_generation_prompt,
+// bos_token, eos_token, any extra kwargs), the way transformers'
+// apply_chat_template does with trim_blocks=True, lstrip_blocks=True.
+#pragma once
+
+#include <ctime>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace ms {
+
+namespace jinja {
+class Template;
+}
+
+struct ChatTemplateOptions {
+  // Print lists/dicts/bools like @huggingface/jinja (JSON-ish) instead of
+  // Python's str(); only for byte comparison against that reference.
+  bool hf_js_repr = false;
+  // Pin strftime_now() (tests); otherwise the local clock.
+  std::optional<std::tm> now;
+};
+
+class ChatTemplate {
+ public:
+  // Parse errors come back as InvalidArgument naming the construct and line.
+  static Result<ChatTemplate> create(const std::string& source, ChatTemplateOptions options = {});
+  // Render errors (including the template's own raise_exception('msg'), whose
+  // message is kept verbatim) come back as InvalidArgument.
+  Result<std::string> render(const nlohmann::json& context) const;
+
+ private:
+  std::shared_ptr<const jinja::Template> template_;
+  ChatTemplateOptions options_;
+};
+
+}  // namespace ms

@@ -1,0 +1,35 @@
+#include "model/model_loader.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace ms {
+
+Result<std::unique_ptr<LoadedModel>> load_model(const std::string& dir,
+                                                const std::function<void(const std::string&)>& progress) {
+  auto m = std::make_unique<LoadedModel>();
+  MS_ASSIGN_OR_RETURN(m->config, ModelConfig::from_file(dir + "/config.json"));
+  // generation_config.json may override eos (HF generation uses it).
+  std::string gen = dir + "/generation_config.json";
+  if (std::filesystem::exists(gen)) {
+    std::ifstream in(gen);
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.contains("eos_token_id")) {
+      const auto& e = j["eos_token_id"];
+      std::vector<int> ids;
+      if (e.is_number_integer()) ids.push_back(e.get<int>());
+      else if (e.is_array())
+        for (auto& x : e)
+          if (x.is_number_integer()) ids.push_back(x.get<int>());
+      for (int id : ids)
+        if (std::find(m->config.eos_ids.begin(), m->config.eos_ids.end(), id) == m->config.eos_ids.end())
+          m->config.eos_ids.push_back(id);
+    }
+  }
+  MS_ASSIGN_OR_RETURN(m->checkpoint, Checkpoint::open(dir, progress));
+  MS_ASSIGN_OR_RETURN(m->weights, bind_weights(m->config, *m->checkpoint));
+  return m;
+}
+
+}  // namespace ms
