@@ -27,7 +27,11 @@ Result<ChatTemplate> ChatTemplate::create(const std::string& source, ChatTemplat
   }
 }
 
-Result<std::string> ChatTemplate::render(const nlohmann::json& context) const {
+Result<std::string> ChatTemplate::render(const nlohmann::json& context) const { return render_impl(context); }
+Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& context) const { return render_impl(context); }
+
+template <typename Json>
+Result<std::string> ChatTemplate::render_impl(const Json& context) const {
   if (!template_) return internal_error("ChatTemplate used before create()");
   if (!context.is_object()) return invalid_argument("chat template context must be a JSON object");
   try {

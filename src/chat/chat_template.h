@@ -34,9 +34,15 @@ class ChatTemplate {
   static Result<ChatTemplate> create(const std::string& source, ChatTemplateOptions options = {});
   // Render errors (including the template's own raise_exception('msg'), whose
   // message is kept verbatim) come back as InvalidArgument.
+  // Prefer the ordered_json overload: nlohmann::json sorts object keys, so
+  // `{{ tools | tojson }}` would not keep the request's key order as Python does.
   Result<std::string> render(const nlohmann::json& context) const;
+  Result<std::string> render(const nlohmann::ordered_json& context) const;
 
  private:
+  template <typename Json>
+  Result<std::string> render_impl(const Json& context) const;
+
   std::shared_ptr<const jinja::Template> template_;
   ChatTemplateOptions options_;
 };

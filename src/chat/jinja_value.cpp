@@ -41,9 +41,10 @@ Value Value::function(std::string name, NativeFunction fn) {
   return v;
 }
 
-Value Value::from_json(const nlohmann::json& j) {
+template <typename Json>
+static Value value_from_json(const Json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return none();
+    case nlohmann::json::value_t::null: return Value::none();
     case nlohmann::json::value_t::boolean: return Value(j.get<bool>());
     case nlohmann::json::value_t::number_integer: return Value(j.get<int64_t>());
     case nlohmann::json::value_t::number_unsigned: return Value(static_cast<int64_t>(j.get<uint64_t>()));
@@ -52,17 +53,20 @@ Value Value::from_json(const nlohmann::json& j) {
     case nlohmann::json::value_t::array: {
       Array a;
       a.reserve(j.size());
-      for (const auto& e : j) a.push_back(from_json(e));
+      for (const auto& e : j) a.push_back(value_from_json(e));
       return Value(std::move(a));
     }
     case nlohmann::json::value_t::object: {
       Object o;
-      for (auto it = j.begin(); it != j.end(); ++it) o.set(it.key(), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) o.set(it.key(), value_from_json(it.value()));
       return Value(std::move(o));
     }
-    default: return none();
+    default: return Value::none();
   }
 }
+
+Value Value::from_json(const nlohmann::json& j) { return value_from_json(j); }
+Value Value::from_json(const nlohmann::ordered_json& j) { return value_from_json(j); }
 
 int64_t Value::as_int() const {
   if (kind_ == Kind::kFloat) return static_cast<int64_t>(float_);

@@ -77,7 +77,9 @@ class Value {
   Value(Object o) : kind_(Kind::kObject), obj_(std::make_shared<Object>(std::move(o))) {}
   static Value function(std::string name, NativeFunction fn);
   static Value tuple(Array a) { Value v(std::move(a)); v.is_tuple_ = true; return v; }
+  // From JSON; ordered_json keeps the caller's key order (as Python dicts do).
   static Value from_json(const nlohmann::json& j);
+  static Value from_json(const nlohmann::ordered_json& j);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }

@@ -1,0 +1,28 @@
+// Per-request sampling parameters (OpenAI / vLLM semantics), validated by the
+// server and applied by the sampler (CPU now; the GPU backends run the same
+// algorithm on the device).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ms {
+
+struct SamplingParams {
+  float temperature = 1.0f;      // 0: greedy
+  float top_p = 1.0f;            // (0, 1]
+  int top_k = 0;                 // 0 or -1: off
+  float min_p = 0.0f;            // [0, 1]
+  float presence_penalty = 0.0f;   // [-2, 2], OpenAI: subtract once if token appeared in output
+  float frequency_penalty = 0.0f;  // [-2, 2], subtract count * penalty
+  float repetition_penalty = 1.0f; // > 0, HF/vLLM: divide positive / multiply negative logits of seen tokens (prompt + output)
+  std::optional<uint64_t> seed;    // per-request RNG seed; unset: random
+  int logprobs = -1;               // -1: none; 0..20: chosen token logprob + that many top alternatives
+  bool ignore_eos = false;
+
+  bool greedy() const { return temperature <= 0.0f; }
+};
+
+}  // namespace ms
