@@ -163,7 +163,7 @@ class Parser {
       s->kind = Stmt::Kind::kFilterBlock;
       auto body_ref = make(Expr::Kind::kName, s->line);
       body_ref->name = "__body__";
-      s->expr = parse_filter_chain(body_ref);
+      s->expr = parse_filter_chain(body_ref, /*leading_pipe=*/false);
       expect_stmt_close();
       s->bodies.push_back(parse_body({"endfilter"}));
       expect_tag("endfilter");
@@ -334,8 +334,10 @@ class Parser {
     }
   }
 
-  ExprPtr parse_filter_chain(ExprPtr e) {
-    while (accept_op("|")) {
+  // `| f(args) | g ...`; a {% filter %} tag names its first filter without `|`.
+  ExprPtr parse_filter_chain(ExprPtr e, bool leading_pipe = true) {
+    while (!leading_pipe || accept_op("|")) {
+      leading_pipe = true;
       auto f = make(Expr::Kind::kFilter, peek().line);
       f->name = expect_name();
       f->items.push_back(e);

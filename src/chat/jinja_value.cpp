@@ -45,11 +45,11 @@ template <typename Json>
 static Value value_from_json(const Json& j) {
   switch (j.type()) {
     case nlohmann::json::value_t::null: return Value::none();
-    case nlohmann::json::value_t::boolean: return Value(j.get<bool>());
-    case nlohmann::json::value_t::number_integer: return Value(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: return Value(static_cast<int64_t>(j.get<uint64_t>()));
-    case nlohmann::json::value_t::number_float: return Value(j.get<double>());
-    case nlohmann::json::value_t::string: return Value(j.get<std::string>());
+    case nlohmann::json::value_t::boolean: return Value(j.template get<bool>());
+    case nlohmann::json::value_t::number_integer: return Value(j.template get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return Value(static_cast<int64_t>(j.template get<uint64_t>()));
+    case nlohmann::json::value_t::number_float: return Value(j.template get<double>());
+    case nlohmann::json::value_t::string: return Value(j.template get<std::string>());
     case nlohmann::json::value_t::array: {
       Array a;
       a.reserve(j.size());

@@ -50,7 +50,7 @@ TEST(ChatTemplateGolden, RealTemplatesMatchReference) {
     if (name.empty()) continue;
     ++t.templates;
     std::string source = read_file(fixtures_dir() + name + ".jinja");
-    auto golden = nlohmann::json::parse(read_file(fixtures_dir() + name + ".json"));
+    auto golden = nlohmann::ordered_json::parse(read_file(fixtures_dir() + name + ".json"));
     ms::ChatTemplateOptions opts;
     opts.hf_js_repr = true;
     opts.now = pinned_time();
