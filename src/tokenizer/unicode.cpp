@@ -149,7 +149,7 @@ bool may_change_under_nfc(std::string_view s) {
   return false;
 }
 
-std::string nfc(std::string_view s) {
+static void nfc_slow(std::string_view s, std::string& result) {
   std::vector<char32_t> buf;
   buf.reserve(s.size() + 8);
   for (size_t i = 0; i < s.size();) {
@@ -185,12 +185,50 @@ std::string nfc(std::string_view s) {
     }
     buf.resize(out);
   }
-  std::string result;
-  result.reserve(s.size());
   for (char32_t cp : buf) {
     if (cp >= kRawByteBase) result.push_back(static_cast<char>(cp - kRawByteBase));
     else append_utf8(result, cp);
   }
+}
+
+// True if the code point at s[i] is NFC-stable and cannot combine with what
+// precedes it: NFC never changes anything across a cut just before it.
+static bool safe_boundary(std::string_view s, size_t i, int* len) {
+  if (static_cast<unsigned char>(s[i]) < 0xCC) {
+    *len = 1;
+    while (i + *len < s.size() && (static_cast<unsigned char>(s[i + *len]) & 0xC0) == 0x80) ++*len;
+    return true;
+  }
+  const Decoded d = decode_utf8(s, i);
+  *len = d.len;
+  if (!d.valid) return true;
+  return !(d.cp < 0x10000 ? bmp_flagged().test(d.cp) : flagged_slow(d.cp));
+}
+
+// Copies stable runs as they are and normalizes only the regions around
+// flagged code points, from the safe boundary before to the one after.
+std::string nfc(std::string_view s) {
+  std::string result;
+  result.reserve(s.size() + 16);
+  size_t copied = 0, last_safe = 0;
+  for (size_t i = 0; i < s.size();) {
+    int len;
+    if (safe_boundary(s, i, &len)) {
+      last_safe = i;
+      i += len;
+      continue;
+    }
+    size_t end = i + len;  // extend over following flagged code points
+    while (end < s.size()) {
+      int l;
+      if (safe_boundary(s, end, &l)) break;
+      end += l;
+    }
+    result.append(s.data() + copied, last_safe - copied);
+    nfc_slow(s.substr(last_safe, end - last_safe), result);
+    copied = last_safe = i = end;
+  }
+  result.append(s.data() + copied, s.size() - copied);
   return result;
 }
 
