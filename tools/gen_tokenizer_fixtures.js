@@ -8,6 +8,9 @@
 //                            tokens) and decodes (skip / keep special) per model
 //   ggml-vocab-*.gguf.inp/.out  llama.cpp vocab cases, checked against HF here
 //   llamacpp_check.json      per case: does llama.cpp's .out agree with HF?
+//   goldens_variants.json    variants of the official files (other
+//                            pre-tokenizers, post-processors, added-token
+//                            flags): the patch applied and HF's encodings
 //   bench_corpus.txt         the text both benchmarks encode
 //
 // Run: cd tools && node gen_tokenizer_fixtures.js   (needs `npm ci` first)
@@ -99,6 +102,71 @@ function corpus() {
   return c;
 }
 
+// Variants exercise tokenizer.json features the two official files do not use
+// (GPT-2 and Cohere-style pre-tokenizers, Split behaviours, TemplateProcessing,
+// lstrip/rstrip/normalized added tokens). The C++ test applies the same patch:
+// top-level keys replaced, `added_tokens` appended.
+function variants() {
+  const bl = (add_prefix_space, use_regex) => ({ type: 'ByteLevel', add_prefix_space, trim_offsets: true, use_regex });
+  const with_bl = (pre) => ({ type: 'Sequence', pretokenizers: [pre, bl(false, false)] });
+  const split = (pattern, behavior, invert = false) => ({ type: 'Split', pattern, behavior, invert });
+  const template = (single, specials) => ({
+    type: 'TemplateProcessing',
+    single,
+    pair: single,
+    special_tokens: Object.fromEntries(specials.map(([t, id]) => [t, { id: t, ids: [id], tokens: [t] }])),
+  });
+  const tok = (id, content, o) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: false, ...o });
+  return [
+    { name: 'gpt2_style', base: 'llama3', patch: { normalizer: null, pre_tokenizer: bl(true, true), post_processor: bl(true, false), decoder: bl(true, true) } },
+    { name: 'bytelevel_regex_no_prefix', base: 'qwen3', patch: { pre_tokenizer: bl(false, true) } },
+    {
+      name: 'cohere_style', base: 'llama3',
+      patch: {
+        normalizer: { type: 'NFC' },
+        pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'Digits', individual_digits: true }, bl(false, true)] },
+        post_processor: { type: 'Sequence', processors: [bl(false, false), template(
+          [{ SpecialToken: { id: '<|begin_of_text|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '<|end_of_text|>', type_id: 0 } }],
+          [['<|begin_of_text|>', 128000], ['<|end_of_text|>', 128001]])] },
+      },
+    },
+    {
+      name: 'llama3_template_bos', base: 'llama3',
+      patch: { post_processor: { type: 'Sequence', processors: [bl(true, false), template(
+        [{ SpecialToken: { id: '<|begin_of_text|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+        [['<|begin_of_text|>', 128000]])] } },
+    },
+    { name: 'split_removed', base: 'llama3', patch: { pre_tokenizer: with_bl(split({ Regex: '\\s+' }, 'Removed')) } },
+    { name: 'split_merged_previous', base: 'llama3', patch: { pre_tokenizer: with_bl(split({ String: ' ' }, 'MergedWithPrevious')) } },
+    { name: 'split_merged_next', base: 'llama3', patch: { pre_tokenizer: with_bl(split({ Regex: '[,.;:]' }, 'MergedWithNext')) } },
+    { name: 'split_contiguous', base: 'llama3', patch: { pre_tokenizer: with_bl(split({ Regex: '\\p{P}' }, 'Contiguous')) } },
+    { name: 'split_invert', base: 'llama3', patch: { pre_tokenizer: with_bl(split({ Regex: '\\p{L}+' }, 'Isolated', true)) } },
+    { name: 'digits_contiguous', base: 'qwen3', patch: { pre_tokenizer: with_bl({ type: 'Digits', individual_digits: false }) } },
+    { name: 'bytelevel_only', base: 'qwen3', patch: { pre_tokenizer: bl(false, false) } },
+    {
+      name: 'added_token_flags', base: 'qwen3', patch: {},
+      added_tokens: [
+        tok(151669, '<mask>', { lstrip: true, special: true }),
+        tok(151670, '[SEP]', { rstrip: true, special: true }),
+        tok(151671, '[BOTH]', { lstrip: true, rstrip: true }),
+        tok(151672, '\u00e9t\u00e9', { normalized: true }),
+        tok(151673, '<|im_start|>system', {}),
+        tok(151674, ' spaced tok ', { special: true }),
+      ],
+      texts: [
+        'hello   <mask>   world', '<mask>', '  <mask>', 'x [SEP]   y', 'x[SEP]\n\n y', 'a [BOTH]  b', ' \t[BOTH]\t ',
+        'e\u0301te\u0301 was \u00e9t\u00e9!', '<|im_start|>system\nhi<|im_start|>user', 'a spaced tok b', '<mask><mask>[SEP][SEP]',
+        '\u00a0\u3000<mask>\u2003end',
+      ],
+    },
+  ];
+}
+
+function variant_texts(base) {
+  const pick = [0, 3, 7, 10, 13, 16, 17, 18, 20, 22, 26, 27, 28, 30, 31, 33, 35, 36, 38, 40, 44, 46, 52, 56, 57, 58, 60, 64, 70, 78];
+  return pick.filter((i) => i < base.length).map((i) => base[i]);
+}
+
 function minify_json(src, dst) {
   fs.writeFileSync(dst, JSON.stringify(JSON.parse(fs.readFileSync(src, 'utf8'))));
 }
@@ -163,6 +231,27 @@ async function main() {
     cases.push(entry);
   }
   fs.writeFileSync(path.join(out_dir, 'goldens.json'), JSON.stringify({ cases }, null, 0));
+
+  const vout = [];
+  for (const v of variants()) {
+    const j = JSON.parse(fs.readFileSync(path.join(models[v.base], 'tokenizer.json'), 'utf8'));
+    Object.assign(j, v.patch);
+    j.added_tokens = j.added_tokens.concat(v.added_tokens || []);
+    const tok = Tokenizer.fromString(JSON.stringify(j));
+    const vcases = [];
+    for (const text of variant_texts(texts).concat(v.texts || [])) {
+      const ids = (await tok.encode(text, null, { addSpecialTokens: true })).getIds();
+      vcases.push({
+        text,
+        ids,
+        ids_no_special: (await tok.encode(text, null, { addSpecialTokens: false })).getIds(),
+        decode: await tok.decode(ids, false),
+        decode_skip_special: await tok.decode(ids, true),
+      });
+    }
+    vout.push({ name: v.name, base: v.base, patch: v.patch, added_tokens: v.added_tokens || [], cases: vcases });
+  }
+  fs.writeFileSync(path.join(out_dir, 'goldens_variants.json'), JSON.stringify({ variants: vout }));
 
   // llama.cpp vocab cases: compare with HF (add_special_tokens=false; llama.cpp's
   // test-tokenizer-0 tokenizes with add_special=false, parse_special=false).
