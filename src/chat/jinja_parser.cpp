@@ -58,7 +58,11 @@ class Parser {
     while (true) {
       const Token& tk = peek();
       if (tk.kind == TokenKind::kEnd) {
-        if (!end_tags.empty()) fail("unexpected end of template, expected {% " + *end_tags.begin() + " %}");
+        if (!end_tags.empty()) {
+          std::string want = *end_tags.begin();
+          for (const auto& t : end_tags) if (t.rfind("end", 0) == 0) want = t;
+          fail("unexpected end of template, expected {% " + want + " %}");
+        }
         return body;
       }
       if (tk.kind == TokenKind::kText) {
