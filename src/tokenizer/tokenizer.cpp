@@ -305,6 +305,7 @@ Result<Tokenizer> Tokenizer::from_json_text(std::string_view json_text, const st
 Result<Tokenizer> Tokenizer::load(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  if (!fs::exists(path, ec)) return not_found(path + ": no such directory or tokenizer.json file");
   const bool is_dir = fs::is_directory(path, ec);
   const std::string file = is_dir ? (fs::path(path) / "tokenizer.json").string() : path;
   MS_ASSIGN_OR_RETURN(std::string text, read_file(file));
