@@ -1,0 +1,21 @@
+// Creates the backend named by --backend for a loaded model.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/backend.h"
+#include "model/model_loader.h"
+
+namespace ms::cli {
+
+struct BackendChoice {
+  std::string name = "ref";  // ref | layered
+  int block_size = 64;
+  size_t kv_bytes = size_t(512) << 20;
+  int threads = 0;
+};
+
+Result<std::unique_ptr<Backend>> make_backend(const LoadedModel& model, const BackendChoice& choice);
+
+}  // namespace ms::cli

@@ -1,0 +1,14 @@
+#include "cli/commands.h"
+
+namespace ms::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> kCommands = {
+      {"init-random", cmd_init_random},
+      {"generate", cmd_generate},
+      {"inspect", cmd_inspect},
+  };
+  return kCommands;
+}
+
+}  // namespace ms::cli
