@@ -175,6 +175,7 @@ class ToolCallStreamParser::Impl {
 
   void on_marker(const Marker& m) {
     std::string ws = std::exchange(ws_buf_, std::string());
+    trim_before_region_ = trim_ws_;
     trim_ws_ = true;
     switch (m.action) {
       case MarkerAction::kCallOpen:
@@ -270,6 +271,7 @@ class ToolCallStreamParser::Impl {
       held_.clear();
       held_.push_back('{');
       held_is_junk_ = false;
+      trim_before_region_ = true;
     }
     call_.emplace(&keys_);
     committed_ = false;
@@ -350,6 +352,7 @@ class ToolCallStreamParser::Impl {
       trim_ws_ = true;
       for (char t : text) step(t);  // may hold a real marker, e.g. a next <tool_call>
     } else {
+      trim_ws_ = trim_before_region_;
       for (char t : text) plain_char(t);  // a malformed call: give it back verbatim
     }
     step(c);
@@ -369,6 +372,7 @@ class ToolCallStreamParser::Impl {
     if (mode_ != Mode::kText) {
       std::string text = std::exchange(held_, std::string());
       if (held_is_junk_) text.clear();
+      else trim_ws_ = trim_before_region_;
       call_.reset();
       mode_ = Mode::kText;
       reasoning_ = false;
@@ -392,6 +396,7 @@ class ToolCallStreamParser::Impl {
   std::string marker_buf_;   // text-mode suffix that may start a marker
   std::string ws_buf_;       // text-mode whitespace not yet emitted
   bool trim_ws_ = false;     // drop ws_buf_ (it follows a marker or call)
+  bool trim_before_region_ = false;  // trim_ws_ when the current region began
   std::string held_;         // raw text of the current region, not yet committed
   bool held_is_junk_ = false;  // held_ follows a finished call
   size_t closer_pos_ = 0;
