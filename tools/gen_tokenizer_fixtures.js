@@ -11,6 +11,11 @@
 //   goldens_variants.json    variants of the official files (other
 //                            pre-tokenizers, post-processors, added-token
 //                            flags): the patch applied and HF's encodings
+//   command-r/tokenizer.json a Cohere Command-R tokenizer rebuilt from
+//                            llama.cpp's ggml-vocab-command-r.gguf (no
+//                            official tokenizer.json is available here),
+//                            checked against llama.cpp's .out with HF, then
+//                            pruned to the merges the test texts use
 //   bench_corpus.txt         the text both benchmarks encode
 //
 // Run: cd tools && node gen_tokenizer_fixtures.js   (needs `npm ci` first)
@@ -167,6 +172,115 @@ function variant_texts(base) {
   return pick.filter((i) => i < base.length).map((i) => base[i]);
 }
 
+// Minimal GGUF reader: the key/value header only (vocab, merges, types).
+function read_gguf_kv(file) {
+  const buf = fs.readFileSync(file);
+  let o = 0;
+  const u32 = () => { const v = buf.readUInt32LE(o); o += 4; return v; };
+  const u64 = () => { const v = Number(buf.readBigUInt64LE(o)); o += 8; return v; };
+  const str = () => { const n = u64(); const s = buf.toString('utf8', o, o + n); o += n; return s; };
+  const val = (t) => {
+    switch (t) {
+      case 0: return buf.readUInt8(o++);
+      case 1: return buf.readInt8(o++);
+      case 2: o += 2; return buf.readUInt16LE(o - 2);
+      case 3: o += 2; return buf.readInt16LE(o - 2);
+      case 4: return u32();
+      case 5: o += 4; return buf.readInt32LE(o - 4);
+      case 6: o += 4; return buf.readFloatLE(o - 4);
+      case 7: return buf.readUInt8(o++) !== 0;
+      case 8: return str();
+      case 9: { const at = u32(); const n = u64(); const a = new Array(n); for (let i = 0; i < n; ++i) a[i] = val(at); return a; }
+      case 10: return u64();
+      case 11: o += 8; return Number(buf.readBigInt64LE(o - 8));
+      case 12: o += 8; return buf.readDoubleLE(o - 8);
+    }
+    throw new Error(`${file}: GGUF value type ${t}`);
+  };
+  if (buf.toString('ascii', 0, 4) !== 'GGUF') throw new Error(`${file}: not GGUF`);
+  o = 4;
+  u32();  // version
+  u64();  // tensor count
+  const nkv = u64();
+  const kv = {};
+  for (let i = 0; i < nkv; ++i) { const k = str(); kv[k] = val(u32()); }
+  return kv;
+}
+
+// Command-R's tokenizer.json layout (NFC; Digits then ByteLevel with the GPT-2
+// regex; BOS added by TemplateProcessing) with the gguf's vocab and merges.
+function command_r_json(kv) {
+  const tokens = kv['tokenizer.ggml.tokens'];
+  const types = kv['tokenizer.ggml.token_type'];
+  const bos = tokens[kv['tokenizer.ggml.bos_token_id']];
+  const vocab = {};
+  const added = [];
+  tokens.forEach((t, id) => {
+    vocab[t] = id;
+    if (types[id] === 3 || types[id] === 4)
+      added.push({ id, content: t, single_word: false, lstrip: false, rstrip: false, normalized: false, special: types[id] === 3 });
+  });
+  return {
+    version: '1.0', truncation: null, padding: null, added_tokens: added,
+    normalizer: { type: 'NFC' },
+    pre_tokenizer: { type: 'Sequence', pretokenizers: [
+      { type: 'Digits', individual_digits: true },
+      { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true }] },
+    post_processor: { type: 'TemplateProcessing',
+      single: [{ SpecialToken: { id: bos, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+      pair: [{ SpecialToken: { id: bos, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }],
+      special_tokens: { [bos]: { id: bos, ids: [vocab[bos]], tokens: [bos] } } },
+    decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
+    model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null,
+      fuse_unk: false, byte_fallback: false, ignore_merges: false, vocab, merges: kv['tokenizer.ggml.merges'] },
+  };
+}
+
+// Keeps the byte tokens, the added tokens and the merges that fire on `texts`
+// (a plain BPE over HF's own pre-tokenization), so that the pruned tokenizer
+// encodes these texts exactly as the full one while staying small.
+function prune_bpe(j, tok, texts) {
+  const rank = new Map(j.model.merges.map((m, i) => [m, i]));
+  const used = new Set();
+  const pre = tok.getPreTokenizer();
+  const added = j.added_tokens.map((a) => a.content);
+  for (const text of texts) {
+    let pieces = [text.normalize('NFC')];
+    for (const a of added) pieces = pieces.flatMap((p) => p.split(a));
+    for (const piece of pieces) {
+      if (!piece) continue;
+      for (const [word] of pre.preTokenizeString(piece)) {
+        let syms = Array.from(word);
+        for (;;) {
+          let best = -1, best_rank = Infinity;
+          for (let i = 0; i + 1 < syms.length; ++i) {
+            const r = rank.get(syms[i] + ' ' + syms[i + 1]);
+            if (r !== undefined && r < best_rank) { best_rank = r; best = i; }
+          }
+          if (best < 0) break;
+          used.add(best_rank);
+          syms.splice(best, 2, syms[best] + syms[best + 1]);
+        }
+      }
+    }
+  }
+  const merges = [...used].sort((a, b) => a - b).map((r) => j.model.merges[r]);
+  const keep = new Set(added);
+  for (let b = 0; b < 256; ++b) keep.add(byte_level_char(b));
+  for (const m of merges) { const [a, b] = m.split(' '); keep.add(a); keep.add(b); keep.add(a + b); }
+  const vocab = {};
+  for (const [t, id] of Object.entries(j.model.vocab)) if (keep.has(t)) vocab[t] = id;
+  return { ...j, model: { ...j.model, vocab, merges } };
+}
+
+function byte_level_char(b) {
+  const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+  if (printable) return String.fromCodePoint(b);
+  let n = 0;
+  for (let x = 0; x < b; ++x) if (!((x >= 0x21 && x <= 0x7e) || (x >= 0xa1 && x <= 0xac) || (x >= 0xae && x <= 0xff))) ++n;
+  return String.fromCodePoint(256 + n);
+}
+
 function minify_json(src, dst) {
   fs.writeFileSync(dst, JSON.stringify(JSON.parse(fs.readFileSync(src, 'utf8'))));
 }
@@ -269,6 +383,46 @@ async function main() {
     console.log(`${file}: ${vcases.length} cases, ${nbad} differ from HF`);
     check[file] = { model: name, cases: res };
     for (const ext of ['.inp', '.out']) fs.copyFileSync(path.join(llama_cpp_models, file + ext), path.join(out_dir, file + ext));
+  }
+
+  // Command-R: rebuild, check the full tokenizer against llama.cpp, prune, and
+  // check the pruned one against the full one on every text it will see.
+  {
+    const file = 'ggml-vocab-command-r.gguf';
+    const full_json = command_r_json(read_gguf_kv(path.join(llama_cpp_models, file)));
+    const full = Tokenizer.fromString(JSON.stringify(full_json));
+    const vcases = read_vocab_cases(file);
+    const res = [];
+    for (const c of vcases) {
+      const hf = (await full.encode(c.text, null, { addSpecialTokens: false })).getIds();
+      const agree = JSON.stringify(hf) === JSON.stringify(c.ids);
+      res.push({ agree, hf_ids: agree ? undefined : hf });
+    }
+    console.log(`${file}: ${vcases.length} cases, ${res.filter((r) => !r.agree).length} differ from HF (rebuilt tokenizer.json)`);
+    check[file] = { model: 'command-r', cases: res };
+    for (const ext of ['.inp', '.out']) fs.copyFileSync(path.join(llama_cpp_models, file + ext), path.join(out_dir, file + ext));
+    const all_texts = vcases.map((c) => c.text).concat(texts);
+    const pruned_json = prune_bpe(full_json, full, all_texts);
+    const pruned = Tokenizer.fromString(JSON.stringify(pruned_json));
+    const cr_cases = [];
+    for (const text of all_texts) {
+      const a = (await full.encode(text, null, { addSpecialTokens: true })).getIds();
+      const b = (await pruned.encode(text, null, { addSpecialTokens: true })).getIds();
+      if (JSON.stringify(a) !== JSON.stringify(b)) throw new Error('pruned command-r differs on ' + JSON.stringify(text));
+    }
+    for (const text of texts) {
+      const ids = (await full.encode(text, null, { addSpecialTokens: true })).getIds();
+      cr_cases.push({
+        text, ids,
+        ids_no_special: (await full.encode(text, null, { addSpecialTokens: false })).getIds(),
+        decode: await full.decode(ids, false),
+        decode_skip_special: await full.decode(ids, true),
+      });
+    }
+    fs.mkdirSync(path.join(out_dir, 'command-r'), { recursive: true });
+    fs.writeFileSync(path.join(out_dir, 'command-r', 'tokenizer.json'), JSON.stringify(pruned_json));
+    fs.writeFileSync(path.join(out_dir, 'goldens_command_r.json'), JSON.stringify({ cases: cr_cases }));
+    console.log(`command-r pruned to ${pruned_json.model.merges.length} merges, ${Object.keys(pruned_json.model.vocab).length} tokens`);
   }
   fs.writeFileSync(path.join(out_dir, 'llamacpp_check.json'), JSON.stringify(check));
 
