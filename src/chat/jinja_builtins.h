@@ -34,5 +34,7 @@ Array iterate(const Value& v);
 // Python str.strip family with an optional character set.
 std::string py_strip(const std::string& s, const Value* chars, bool left, bool right);
 int64_t py_length(const Value& v);
+// & < > " ' as jinja2's escape (markupsafe) writes them.
+std::string html_escape(const std::string& s);
 
 }  // namespace ms::jinja

@@ -52,6 +52,7 @@ Array select_items(const BuiltinEnv& env, const Value& input, CallArgs& args, bo
                               args.positional.end());
   if (!test.empty() && !has_test(test)) throw JinjaError("unknown test '" + test + "'");
   Array out;
+  if (!input.truthy()) return out;  // jinja2: `if value:` before iterating
   for (const auto& item : iterate(input)) {
     Value v = by_attr ? get_attribute_path(item, attr) : item;
     bool r = test.empty() ? v.truthy() : apply_test(env, test, v, test_args);
@@ -167,6 +168,21 @@ Value filter_round(const Value& input, CallArgs& args) {
 
 }  // namespace
 
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& input, CallArgs& args) {
   if (name == "default" || name == "d") {
     bool boolean = bool_arg(args, 1, "boolean", false);
@@ -178,19 +194,8 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
   if (name == "length" || name == "count") return Value(py_length(input));
   if (name == "string") return Value(input.to_str(env.repr));
   if (name == "safe" || name == "escape" || name == "e" || name == "forceescape") {
-    if (name == "safe") return input;
-    std::string s = input.to_str(env.repr), out;
-    for (char c : s) {
-      switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += c;
-      }
-    }
-    return Value(out);
+    if (name == "safe" || (input.is_safe() && name != "forceescape")) return Value::safe_string(input.to_str(env.repr));
+    return Value::safe_string(html_escape(input.to_str(env.repr)));
   }
   if (name == "tojson") return filter_tojson(input, args);
   if (name == "trim") return Value(py_strip(require_string(input, name), arg(args, 0, "chars"), true, true));
@@ -299,7 +304,9 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
     if (input.is_undefined()) return Value(Array{});
     if (!input.is_object()) throw JinjaError(std::string("items filter expects a mapping, got ") + input.type_name());
     Array out;
-    for (const auto& kv : input.object().items()) out.push_back(Value::tuple({Value(kv.first), kv.second}));
+    for (const auto& kv : input.object().items()) {
+      out.push_back(Value::tuple({input.object().key_value(kv.first), kv.second}));
+    }
     return Value(std::move(out));
   }
   if (name == "dictsort") {
@@ -308,7 +315,9 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
     bool by_value = str_arg(args, 1, "by", "key") == "value";
     bool reverse = bool_arg(args, 2, "reverse", false);
     Array out;
-    for (const auto& kv : input.object().items()) out.push_back(Value::tuple({Value(kv.first), kv.second}));
+    for (const auto& kv : input.object().items()) {
+      out.push_back(Value::tuple({input.object().key_value(kv.first), kv.second}));
+    }
     std::stable_sort(out.begin(), out.end(), [&](const Value& a, const Value& b) {
       Value ka = sort_key(a.array()[by_value ? 1 : 0], "", case_sensitive);
       Value kb = sort_key(b.array()[by_value ? 1 : 0], "", case_sensitive);
@@ -381,6 +390,7 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
   }
   if (name == "map") {
     Array out;
+    if (!input.truthy()) return Value(std::move(out));  // jinja2 maps a falsy input to nothing
     const Value* attr = arg(args, 99, "attribute");
     if (attr) {
       const Value* def = arg(args, 99, "default");
@@ -421,7 +431,7 @@ Array iterate(const Value& v) {
     case Value::Kind::kArray: return v.array();
     case Value::Kind::kObject: {
       Array keys;
-      for (const auto& kv : v.object().items()) keys.push_back(Value(kv.first));
+      for (const auto& kv : v.object().items()) keys.push_back(v.object().key_value(kv.first));
       return keys;
     }
     case Value::Kind::kString: {

@@ -284,7 +284,7 @@ class Interpreter {
         Object o;
         for (size_t i = 0; i + 1 < e.items.size(); i += 2) {
           Value k = eval(*e.items[i]);
-          o.set(k.is_string() ? k.str() : k.to_str(), eval(*e.items[i + 1]));
+          o.set_typed(k, eval(*e.items[i + 1]));
         }
         return Value(std::move(o));
       }
@@ -394,7 +394,10 @@ class Interpreter {
       for (const auto& x : hay.array()) if (x.equals(needle)) return true;
       return false;
     }
-    if (hay.is_object()) return needle.is_string() && hay.object().find(needle.str()) != nullptr;
+    if (hay.is_object()) {
+      if (needle.is_string()) return hay.object().find(needle.str()) != nullptr;
+      return hay.object().key_value(needle.to_str()).equals(needle) && hay.object().find(needle.to_str());
+    }
     if (hay.is_undefined()) return false;
     throw JinjaError(std::string("argument of type '") + hay.type_name() + "' is not iterable");
   }
@@ -421,7 +424,14 @@ class Interpreter {
     if (op == "in") return Value(contains(b, a));
     if (op == "not in") return Value(!contains(b, a));
     if (op == "+") {
-      if (a.is_string() && b.is_string()) return Value(a.str() + b.str());
+      if (a.is_string() && b.is_string()) {
+        // Markup + str escapes the plain side (Python jinja2; @huggingface/jinja has no Markup).
+        if ((a.is_safe() || b.is_safe()) && options_.repr == ReprStyle::kPython) {
+          return Value::safe_string((a.is_safe() ? a.str() : html_escape(a.str())) +
+                                    (b.is_safe() ? b.str() : html_escape(b.str())));
+        }
+        return Value(a.str() + b.str());
+      }
       if (a.is_array() && b.is_array()) {
         Array r = a.array();
         r.insert(r.end(), b.array().begin(), b.array().end());

@@ -89,6 +89,7 @@ class Lexer {
       size_t close = src_.find("#}", pos_);
       if (close == std::string::npos) throw JinjaError("unterminated comment", line_);
       bool cminus = close > pos_ && src_[close - 1] == '-';
+      flush_text();  // a comment ends a text run: a later `{%-` strips only the text after it
       count_lines(pos_, close);
       pos_ = close + 2;
       after_block_close(cminus);

@@ -300,8 +300,9 @@ Value dict_method(const Value& self, const std::string& name) {
     return fn([dict, name](CallArgs&) {
       Array out;
       for (const auto& kv : dict.object().items()) {
-        if (name == "items") out.push_back(Value::tuple({Value(kv.first), kv.second}));
-        else out.push_back(name == "keys" ? Value(kv.first) : kv.second);
+        Value key = dict.object().key_value(kv.first);
+        if (name == "items") out.push_back(Value::tuple({key, kv.second}));
+        else out.push_back(name == "keys" ? key : kv.second);
       }
       return Value(out);
     });

@@ -21,6 +21,17 @@ void Object::set(const std::string& key, Value v) {
   if (Value* p = find(key)) { *p = std::move(v); return; }
   items_.emplace_back(key, std::move(v));
 }
+void Object::set_typed(const Value& key, Value v) {
+  if (key.is_string()) { set(key.str(), std::move(v)); return; }
+  std::string k = key.to_str();
+  set(k, std::move(v));
+  for (auto& kv : typed_keys_) if (kv.first == k) { kv.second = key; return; }
+  typed_keys_.emplace_back(k, key);
+}
+Value Object::key_value(const std::string& key) const {
+  for (const auto& kv : typed_keys_) if (kv.first == key) return kv.second;
+  return Value(key);
+}
 bool Object::erase(const std::string& key) {
   for (auto it = items_.begin(); it != items_.end(); ++it) {
     if (it->first == key) { items_.erase(it); return true; }
@@ -199,7 +210,7 @@ std::string Value::repr(ReprStyle style) const {
       for (const auto& kv : obj_->items()) {
         if (!first) out += ", ";
         first = false;
-        out += py_quote(kv.first) + ": " + kv.second.repr(style);
+        out += obj_->key_value(kv.first).repr(style) + ": " + kv.second.repr(style);
       }
       return out + (obj_->is_namespace ? "}>" : "}");
     }

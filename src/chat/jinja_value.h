@@ -46,10 +46,15 @@ class Object {
   size_t size() const { return items_.size(); }
   std::vector<std::pair<std::string, Value>>& items() { return items_; }
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
+  // Dict literals may use non-string keys ({4096: 512}); entries are stored
+  // under the key's str() and the original key is kept here for iteration.
+  void set_typed(const Value& key, Value v);
+  Value key_value(const std::string& key) const;
   bool is_namespace = false;
 
  private:
   std::vector<std::pair<std::string, Value>> items_;
+  std::vector<std::pair<std::string, Value>> typed_keys_;
 };
 
 struct CallArgs {
@@ -77,6 +82,10 @@ class Value {
   Value(Object o) : kind_(Kind::kObject), obj_(std::make_shared<Object>(std::move(o))) {}
   static Value function(std::string name, NativeFunction fn);
   static Value tuple(Array a) { Value v(std::move(a)); v.is_tuple_ = true; return v; }
+  // A string marked safe (jinja2's Markup, from `|safe` or `|escape`):
+  // `safe + str` HTML-escapes the plain operand, as Markup.__add__ does.
+  static Value safe_string(std::string s) { Value v(std::move(s)); v.is_tuple_ = true; return v; }
+  bool is_safe() const { return kind_ == Kind::kString && is_tuple_; }
   // From JSON; ordered_json keeps the caller's key order (as Python dicts do).
   static Value from_json(const nlohmann::json& j);
   static Value from_json(const nlohmann::ordered_json& j);
@@ -122,7 +131,7 @@ class Value {
     NativeFunction fn;
   };
   Kind kind_ = Kind::kUndefined;
-  bool is_tuple_ = false;
+  bool is_tuple_ = false;  // arrays: a tuple; strings: marked safe
   int64_t int_ = 0;
   double float_ = 0;
   std::shared_ptr<std::string> str_;
