@@ -95,17 +95,17 @@ int KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens) const {
   return 0;
 }
 
-Status KvCacheManager::check_fits_alone(int64_t total_tokens, int chunk) const {
-  const int bs = cfg_.block_size;
+Status check_sequence_fits(const KvCacheConfig& cfg, int64_t total_tokens, int chunk) {
+  const int bs = cfg.block_size;
   chunk = std::max(chunk, 1);
-  for (int g = 0; g < num_groups(); ++g) {
+  for (size_t g = 0; g < cfg.groups.size(); ++g) {
     int64_t need = ceil_div(total_tokens, bs);
-    int window = cfg_.groups[g].window;
+    int window = cfg.groups[g].window;
     if (window > 0) need = std::min<int64_t>(need, ceil_div(window - 1 + chunk, bs) + 1);
-    if (need > pools_[g].num_blocks())
+    if (need > cfg.groups[g].num_blocks)
       return resource_exhausted("a sequence of " + std::to_string(total_tokens) + " tokens needs " +
                                 std::to_string(need) + " KV blocks in group " + std::to_string(g) +
-                                ", the cache has " + std::to_string(pools_[g].num_blocks()));
+                                ", the cache has " + std::to_string(cfg.groups[g].num_blocks));
   }
   return Status::ok();
 }

@@ -51,6 +51,11 @@ uint64_t hash_block(uint64_t parent, std::span<const int32_t> tokens);
 // config, block size, KV dtype, backend).
 uint64_t make_cache_salt(std::string_view identity);
 
+// Whether one sequence of `total_tokens`, run in steps of at most `chunk`
+// tokens, fits a cache of this layout when alone (else it could never run).
+// ResourceExhausted with the numbers if not.
+Status check_sequence_fits(const KvCacheConfig& cfg, int64_t total_tokens, int chunk);
+
 class KvCacheManager {
  public:
   explicit KvCacheManager(KvCacheConfig cfg);
@@ -68,9 +73,7 @@ class KvCacheManager {
   // Cached prefix a new sequence with these tokens would get, in tokens
   // (a multiple of the block size, < tokens.size()). No side effects.
   int find_cached_prefix(std::span<const int32_t> tokens) const;
-  // Whether one sequence of `total_tokens`, run in steps of at most `chunk`
-  // tokens, fits the cache when it is alone (else it could never run).
-  Status check_fits_alone(int64_t total_tokens, int chunk) const;
+  Status check_fits_alone(int64_t total_tokens, int chunk) const { return check_sequence_fits(cfg_, total_tokens, chunk); }
 
   // New sequence: claims its first `num_cached` tokens from the cache
   // (num_cached from find_cached_prefix in the current state) and allocates
