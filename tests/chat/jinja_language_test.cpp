@@ -175,6 +175,20 @@ TEST(JinjaFilters, ToJson) {
   EXPECT_EQ(render("{{ {'a': 1} | tojson(separators=(',', ':')) }}"), "{\"a\":1}");
 }
 
+TEST(JinjaExpr, MarkupAndTypedKeys) {
+  // jinja2's Markup: safe + plain escapes the plain operand; ~ does not.
+  EXPECT_EQ(render("{{ 'a'|safe + '<\"b\">' }}|{{ 'a'|safe ~ '<b>' }}|{{ '<x>' | e | e }}"),
+            "a&lt;&#34;b&#34;&gt;|a<b>|&lt;x&gt;");
+  EXPECT_EQ(render("{% set d = {1: 'one', 2: 'two'} %}{% for k, v in d | dictsort %}{{ k + 1 }}{{ v }}{% endfor %} {{ d }}"),
+            "2one3two {1: 'one', 2: 'two'}");
+  EXPECT_EQ(render("{{ none | selectattr('x') | list }} {{ none | map(attribute='x') | list }}"), "[] []");
+}
+
+TEST(JinjaWhitespace, CommentSplitsTextForMinus) {
+  // `{%-` strips only the text after the preceding comment, as jinja2 does.
+  EXPECT_EQ(render("a\n\n{# c #}\n  {%- if true %}b{% endif %}"), "a\n\nb");
+}
+
 TEST(JinjaTests, IsTests) {
   EXPECT_EQ(render("{{ none is none }}{{ 'a' is string }}{{ {} is mapping }}{{ [] is iterable }}{{ 'a' is sequence }}"),
             "TrueTrueTrueTrueTrue");
