@@ -1,0 +1,193 @@
+#include "gpu/bench_decode.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "gpu/common/bandwidth_probe.h"
+#include "gpu/common/cuda_check.h"
+#include "gpu/common/device_info.h"
+
+namespace ms::gpu {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Blocks a group needs for `batch` sequences at `context` (+1 for the new token).
+int64_t group_blocks(const KvGroupSpec& g, int block_size, int batch, int context) {
+  const int64_t per_seq = g.window > 0 ? ceil_div(g.window, block_size) + 1 : ceil_div(context + 1, block_size);
+  return per_seq * batch;
+}
+
+// Block tables: sequence i owns a contiguous range per group; sliding groups
+// map logical block b onto a ring of window/block_size + 1 blocks and mark
+// blocks wholly outside the window -1 (as the KV manager does).
+Status make_batch(const KvSpec& kv, int batch, int context, std::vector<SeqWork>* out) {
+  const int bs = kv.block_size;
+  const int64_t need = ceil_div(context + 1, bs);
+  out->assign(batch, {});
+  for (int i = 0; i < batch; ++i) {
+    SeqWork& w = (*out)[i];
+    w.seq_id = i;
+    w.tokens = {static_cast<int32_t>(1 + i)};
+    w.start_pos = context;
+    w.block_tables.assign(kv.groups.size(), {});
+    for (size_t g = 0; g < kv.groups.size(); ++g) {
+      const KvGroupSpec& gs = kv.groups[g];
+      if (group_blocks(gs, bs, batch, context) > gs.num_blocks)
+        return resource_exhausted("KV cache too small for batch " + std::to_string(batch) + " x context " +
+                                  std::to_string(context) + " (group " + std::to_string(g) + " has " +
+                                  std::to_string(gs.num_blocks) + " blocks)");
+      auto& t = w.block_tables[g];
+      if (gs.window > 0) {
+        const int64_t ring = ceil_div(gs.window, bs) + 1;
+        const int64_t first_live = std::max<int64_t>(0, context - gs.window + 1) / bs;
+        for (int64_t b = 0; b < need; ++b) t.push_back(b < first_live ? -1 : static_cast<int32_t>(i * ring + b % ring));
+      } else {
+        for (int64_t b = 0; b < need; ++b) t.push_back(static_cast<int32_t>(i * need + b));
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+size_t kv_bytes_for(const ModelConfig& cfg, int block_size, int batch, int context) {
+  KvSpec kv = make_kv_spec(cfg, block_size, 1, 2);
+  size_t budget = 0;
+  for (const auto& g : kv.groups) {
+    // make_kv_spec gives group g the share budget / n_layers * |g| of the budget.
+    const size_t bytes = size_t(group_blocks(g, block_size, batch, context)) * g.bytes_per_block;
+    budget = std::max(budget, (bytes + bytes / 64 + 1) / g.layers.size() * cfg.n_layers + cfg.n_layers * g.bytes_per_block);
+  }
+  return budget;
+}
+
+Result<BenchDecodeResult> bench_decode(LayeredBackend& backend, const BenchDecodeOptions& opt) {
+  const ModelConfig& cfg = backend.config();
+  const KvSpec& kv = backend.kv_spec();
+  BenchDecodeResult res;
+  MS_ASSIGN_OR_RETURN(DeviceInfo info, device_info());
+  res.device = info.name;
+  res.nominal_gbs = info.nominal_bw_gbs;
+  if (opt.probe) {
+    MS_ASSIGN_OR_RETURN(BandwidthProbe p, probe_read_bandwidth());
+    res.probe_gbs = p.read_gbs;
+  }
+  MS_RETURN_IF_ERROR(backend.fill_kv_random(opt.seed));
+  cudaStream_t st = backend.stream();
+  const double H = cfg.hidden, qkvw = cfg.q_width() + 2.0 * cfg.kv_width();
+  for (int batch : opt.batches) {
+    for (int context : opt.contexts) {
+      BenchDecodeRow row;
+      row.batch = batch;
+      row.context = context;
+      std::vector<SeqWork> work;
+      Status s = make_batch(kv, batch, context, &work);
+      if (s.is_ok()) s = validate_batch(kv, cfg, work);
+      if (!s.is_ok()) {
+        row.skipped = s.to_string();
+        res.rows.push_back(row);
+        continue;
+      }
+      std::vector<cudaEvent_t> ev(2 * (opt.warmup + opt.iters));
+      for (auto& e : ev) MS_CUDA_RETURN(cudaEventCreate(&e));
+      auto run = [&]() -> Status {
+        for (int i = 0; i < opt.warmup + opt.iters; ++i) {
+          MS_CUDA_RETURN(cudaEventRecord(ev[2 * i], st));
+          MS_RETURN_IF_ERROR(backend.enqueue_decode(work));
+          MS_CUDA_RETURN(cudaEventRecord(ev[2 * i + 1], st));
+        }
+        MS_CUDA_RETURN(cudaStreamSynchronize(st));
+        return Status::ok();
+      };
+      Status rs = run();
+      std::vector<float> times;
+      for (int i = opt.warmup; rs.is_ok() && i < opt.warmup + opt.iters; ++i) {
+        float ms = 0;
+        rs = cuda_status(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime", __FILE__,
+                         __LINE__);
+        times.push_back(ms);
+      }
+      for (auto& e : ev) (void)cudaEventDestroy(e);
+      MS_RETURN_IF_ERROR(rs);
+      std::sort(times.begin(), times.end());
+      row.ms_per_step = times[times.size() / 2];
+      row.tok_per_s = batch / (row.ms_per_step * 1e-3);
+      // Bytes: embedding rows, per layer attention (+ router + distinct experts
+      // routed, or the dense FFN), LM head; KV of every visible key.
+      std::vector<int> routed;
+      MS_RETURN_IF_ERROR(backend.routed_experts_per_layer(&routed));
+      double wb = batch * H * 2 + double(cfg.vocab_size) * H * 2;
+      double kvb = 0;
+      for (int li = 0; li < cfg.n_layers; ++li) {
+        wb += (qkvw * H + H * cfg.q_width()) * 2;
+        if (cfg.layers[li].moe) {
+          wb += double(cfg.n_experts) * H * 2 + double(routed[li]) * 3.0 * cfg.moe_ffn * H * 2;
+          if (cfg.n_shared_experts > 0) wb += 3.0 * cfg.shared_ffn * H * 2;
+        } else {
+          wb += 3.0 * cfg.dense_ffn * H * 2;
+        }
+        const int window = cfg.layers[li].sliding ? cfg.sliding_window : 0;
+        const double keys = window > 0 ? std::min(context + 1, window) : context + 1;
+        kvb += batch * keys * cfg.kv_width() * 2.0 * 2.0;
+      }
+      row.weight_bytes = wb;
+      row.kv_bytes = kvb;
+      const double bytes = wb + kvb, secs = row.ms_per_step * 1e-3;
+      row.achieved_gbs = bytes / secs / 1e9;
+      row.sol_tok_per_s_nominal = batch / (bytes / (res.nominal_gbs * 1e9));
+      row.pct_sol_nominal = 100.0 * row.tok_per_s / row.sol_tok_per_s_nominal;
+      if (res.probe_gbs > 0) {
+        row.sol_tok_per_s_probe = batch / (bytes / (res.probe_gbs * 1e9));
+        row.pct_sol_probe = 100.0 * row.tok_per_s / row.sol_tok_per_s_probe;
+      }
+      res.rows.push_back(row);
+    }
+  }
+  return res;
+}
+
+std::string bench_decode_json(const BenchDecodeResult& r) {
+  nlohmann::json j;
+  j["device"] = r.device;
+  j["nominal_gbs"] = r.nominal_gbs;
+  j["probe_gbs"] = r.probe_gbs;
+  j["rows"] = nlohmann::json::array();
+  for (const auto& x : r.rows)
+    j["rows"].push_back({{"batch", x.batch},
+                         {"context", x.context},
+                         {"ms_per_step", x.ms_per_step},
+                         {"tok_per_s", x.tok_per_s},
+                         {"weight_bytes", x.weight_bytes},
+                         {"kv_bytes", x.kv_bytes},
+                         {"achieved_gbs", x.achieved_gbs},
+                         {"sol_tok_per_s_nominal", x.sol_tok_per_s_nominal},
+                         {"sol_tok_per_s_probe", x.sol_tok_per_s_probe},
+                         {"pct_sol_nominal", x.pct_sol_nominal},
+                         {"pct_sol_probe", x.pct_sol_probe},
+                         {"skipped", x.skipped}});
+  return j.dump(2);
+}
+
+std::string bench_decode_table(const BenchDecodeResult& r) {
+  char line[256];
+  std::string s;
+  std::snprintf(line, sizeof line, "%s: nominal %.0f GB/s, probe %.0f GB/s\n", r.device.c_str(), r.nominal_gbs,
+                r.probe_gbs);
+  s += line;
+  s += "batch context  ms/step    tok/s   GB/s  %SoL(nom) %SoL(probe)\n";
+  for (const auto& x : r.rows) {
+    if (!x.skipped.empty()) {
+      std::snprintf(line, sizeof line, "%5d %7d  skipped: %s\n", x.batch, x.context, x.skipped.c_str());
+    } else {
+      std::snprintf(line, sizeof line, "%5d %7d %8.3f %8.1f %6.0f %9.1f %10.1f\n", x.batch, x.context, x.ms_per_step,
+                    x.tok_per_s, x.achieved_gbs, x.pct_sol_nominal, x.pct_sol_probe);
+    }
+    s += line;
+  }
+  return s;
+}
+
+}  // namespace ms::gpu

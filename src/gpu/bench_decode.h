@@ -1,0 +1,54 @@
+// Decode benchmark library for `megaserve bench decode` (the CLI lives in
+// src/cli/): for each (batch, context) it fills the KV cache with random bf16
+// (no token-by-token prefill, so 128K contexts cost nothing to set up), times
+// decode steps (metadata upload + graph replay + on-device greedy) with CUDA
+// events, and counts the bytes a step must read to report % of speed of light
+// against the nominal bandwidth and the measured read-bandwidth probe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "gpu/layered_backend.h"
+
+namespace ms::gpu {
+
+struct BenchDecodeOptions {
+  std::vector<int> batches = {1};
+  std::vector<int> contexts = {8192};
+  int warmup = 5;
+  int iters = 30;
+  bool probe = true;  // run the read-bandwidth probe
+  uint64_t seed = 1;
+};
+
+struct BenchDecodeRow {
+  int batch = 0, context = 0;
+  double ms_per_step = 0;        // median
+  double tok_per_s = 0;
+  double weight_bytes = 0;       // active weights read per step (distinct experts routed)
+  double kv_bytes = 0;           // KV read per step
+  double achieved_gbs = 0;       // (weight + kv bytes) / time
+  double sol_tok_per_s_nominal = 0, sol_tok_per_s_probe = 0;
+  double pct_sol_nominal = 0, pct_sol_probe = 0;
+  std::string skipped;           // non-empty: why this point did not run
+};
+
+struct BenchDecodeResult {
+  std::string device;
+  double nominal_gbs = 0, probe_gbs = 0;
+  std::vector<BenchDecodeRow> rows;
+};
+
+// KV budget (bytes) a LayeredBackend needs for `batch` sequences of `context`
+// tokens under make_kv_spec's proportional split.
+size_t kv_bytes_for(const ModelConfig& cfg, int block_size, int batch, int context);
+
+Result<BenchDecodeResult> bench_decode(LayeredBackend& backend, const BenchDecodeOptions& opt);
+
+// One JSON object (for --json) and a text table.
+std::string bench_decode_json(const BenchDecodeResult& r);
+std::string bench_decode_table(const BenchDecodeResult& r);
+
+}  // namespace ms::gpu

@@ -1,0 +1,52 @@
+// Paged attention over the bf16 KV cache, for decode and prefill alike
+// (flash-decoding: the key range is split across blocks, partial results are
+// merged by a combine kernel with their log-sum-exp).
+//
+// Work unit: a "query tile" = up to rows_per_tile consecutive query rows of
+// one sequence (decode: one row; prefill: consecutive tokens, which share the
+// K/V tile loaded into shared memory). Grid: (n_tiles * nkv, splits); a block
+// holds one warp per (row of the tile, query head of the KV head's GQA group).
+// Row r at position pos[r] sees keys [max(0, pos - window + 1), pos] (window 0:
+// from 0): causal, sliding window and ragged lengths come from the per-row
+// positions.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace ms::gpu {
+
+struct AttnTile {
+  int32_t row0;   // first query row
+  int32_t nrows;  // rows in the tile (consecutive, same sequence, increasing positions)
+};
+
+struct AttnArgs {
+  const float* q = nullptr;  // (rows, ldq) fp32; head h at q + row * ldq + h * hd
+  int ldq = 0;
+  const void* k_cache = nullptr;  // (num_blocks, nkv, block_size, hd) bf16
+  const void* v_cache = nullptr;
+  const int32_t* block_tables = nullptr;  // (n_seq, max_blocks) int32
+  int max_blocks = 0;
+  const int32_t* row_seq = nullptr;  // (rows) sequence index into block_tables
+  const int32_t* row_pos = nullptr;  // (rows) position of the query token
+  const AttnTile* tiles = nullptr;   // (n_tiles)
+  int n_tiles = 0;
+  int rows_per_tile = 1;
+  int rows = 0;
+  int splits = 1;
+  int window = 0;
+  int nh = 0, nkv = 0, hd = 0, block_size = 0;
+  float scale = 1.f;              // 1 / sqrt(hd)
+  float* part_o = nullptr;        // (rows, nh, splits, hd) fp32 workspace
+  float* part_lse = nullptr;      // (rows, nh, splits) fp32 workspace
+  void* out = nullptr;            // (rows, nh * hd) bf16
+};
+
+// hd in {8, 16, 32, 64, 128, 256}; (nh / nkv) * rows_per_tile <= 32.
+Status launch_paged_attention(const AttnArgs& a, cudaStream_t stream);
+
+}  // namespace ms::gpu

@@ -1,0 +1,262 @@
+#include "gpu/ops/moe.h"
+
+#include "gpu/common/bf16.cuh"
+#include "gpu/common/cuda_check.h"
+#include "gpu/ops/gemv_core.cuh"
+
+namespace ms::gpu {
+
+constexpr int kRouteMaxPerLane = 8;  // E <= 256
+constexpr int kRouteMaxK = 32;
+
+// One warp per token. Lane holds scores of experts lane + 32 j. Top-k by k
+// rounds of warp argmax (ties to the lower id, as the reference); lane 0 then
+// applies the post-top-k function serially in the reference's order.
+__global__ void moe_route_kernel(const float* __restrict__ logits, int T, int E, int K, int sigmoid,
+                                 int softmax_over_topk, int norm_topk, int32_t* __restrict__ ids,
+                                 float* __restrict__ weights) {
+  __shared__ float sel_val[4][kRouteMaxK];
+  __shared__ int sel_id[4][kRouteMaxK];
+  const int lane = threadIdx.x & 31, wl = threadIdx.x >> 5;
+  const int t = blockIdx.x * 4 + wl;
+  if (t >= T) return;
+  float sc[kRouteMaxPerLane];
+#pragma unroll
+  for (int j = 0; j < kRouteMaxPerLane; ++j) {
+    const int e = lane + 32 * j;
+    sc[j] = e < E ? logits[int64_t(t) * E + e] : -INFINITY;
+  }
+  if (!softmax_over_topk && !sigmoid) {  // qwen3_moe: softmax over all experts first
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kRouteMaxPerLane; ++j) mx = fmaxf(mx, sc[j]);
+    mx = warp_max(mx);
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kRouteMaxPerLane; ++j) {
+      sc[j] = lane + 32 * j < E ? expf(sc[j] - mx) : 0.f;
+      sum += sc[j];
+    }
+    sum = warp_sum(sum);
+#pragma unroll
+    for (int j = 0; j < kRouteMaxPerLane; ++j) sc[j] = lane + 32 * j < E ? sc[j] / sum : -INFINITY;
+  }
+  unsigned taken = 0;  // bit j: expert lane + 32 j already chosen
+  for (int k = 0; k < K; ++k) {
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+#pragma unroll
+    for (int j = 0; j < kRouteMaxPerLane; ++j) {
+      const int e = lane + 32 * j;
+      if (e < E && !(taken >> j & 1u) && (sc[j] > bv || (sc[j] == bv && e < bi))) {
+        bv = sc[j];
+        bi = e;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
+    if (lane == 0) {
+      sel_val[wl][k] = bv;
+      sel_id[wl][k] = bi;
+    }
+  }
+  __syncwarp();
+  if (lane != 0) return;
+  float* w = sel_val[wl];
+  if (softmax_over_topk) {
+    if (!sigmoid) {
+      float mx = -INFINITY;
+      for (int k = 0; k < K; ++k) mx = fmaxf(mx, w[k]);
+      float sum = 0.f;
+      for (int k = 0; k < K; ++k) sum += (w[k] = expf(w[k] - mx));
+      for (int k = 0; k < K; ++k) w[k] /= sum;
+    } else {
+      for (int k = 0; k < K; ++k) w[k] = 1.0f / (1.0f + expf(-w[k]));
+    }
+  }
+  if (norm_topk && !(softmax_over_topk && !sigmoid)) {
+    float sum = 0.f;
+    for (int k = 0; k < K; ++k) sum += w[k];
+    for (int k = 0; k < K; ++k) w[k] /= sum;
+  }
+  for (int k = 0; k < K; ++k) {
+    ids[int64_t(t) * K + k] = sel_id[wl][k];
+    weights[int64_t(t) * K + k] = w[k];
+  }
+}
+
+Status launch_moe_route(const float* logits, int T, int E, int K, RouterFn fn, bool softmax_over_topk,
+                        bool norm_topk_prob, int32_t* ids, float* weights, cudaStream_t stream) {
+  if (T == 0) return Status::ok();
+  if (E > 32 * kRouteMaxPerLane || K > kRouteMaxK || K > E)
+    return invalid_argument("moe route: needs n_experts <= 256 and top_k <= min(32, n_experts)");
+  moe_route_kernel<<<(T + 3) / 4, 128, 0, stream>>>(logits, T, E, K, fn == RouterFn::kSigmoid ? 1 : 0,
+                                                    softmax_over_topk ? 1 : 0, norm_topk_prob ? 1 : 0, ids, weights);
+  MS_CUDA_LAUNCH_CHECK("moe_route_kernel");
+  return Status::ok();
+}
+
+// One block: histogram per expert, serial compaction by thread 0 (E is small),
+// then members scattered with atomics (their order inside an expert does not
+// change any result: every selection has its own output row).
+__global__ void moe_plan_kernel(const int32_t* __restrict__ ids, int n_sel, int E, MoePlan plan) {
+  extern __shared__ int32_t plan_smem[];
+  int32_t* cnt = plan_smem;       // (E)
+  int32_t* cursor = cnt + E;      // (E)
+  for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
+  __syncthreads();
+  for (int s = threadIdx.x; s < n_sel; s += blockDim.x) atomicAdd(&cnt[ids[s]], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int n = 0, run = 0;
+    for (int e = 0; e < E; ++e) {
+      if (cnt[e] == 0) continue;
+      plan.active[n] = e;
+      plan.offset[n] = run;
+      plan.count[n] = cnt[e];
+      cursor[e] = run;
+      run += cnt[e];
+      ++n;
+    }
+    *plan.n_active = n;
+    if (plan.stat_active) *plan.stat_active = n;
+  }
+  __syncthreads();
+  for (int s = threadIdx.x; s < n_sel; s += blockDim.x) {
+    const int slot = atomicAdd(&cursor[ids[s]], 1);
+    plan.members[slot] = s;
+  }
+}
+
+Status launch_moe_plan(const int32_t* ids, int T, int K, int E, const MoePlan& plan, cudaStream_t stream) {
+  if (T == 0) return Status::ok();
+  if (E > 4096) return invalid_argument("moe plan: more than 4096 experts");
+  moe_plan_kernel<<<1, 1024, size_t(2) * E * sizeof(int32_t), stream>>>(ids, T * K, E, plan);
+  MS_CUDA_LAUNCH_CHECK("moe_plan_kernel");
+  return Status::ok();
+}
+
+constexpr int kMoeWarps = 8;
+
+// Grid (max_active, ceil(I / 8)): block (u, y) serves routed expert u; warp w
+// owns intermediate column i = 8 y + w: it streams gate row i and up row i and
+// dots them with its members' h rows, 8 members at a time.
+__global__ void __launch_bounds__(kMoeWarps * 32) moe_gate_up_kernel(const bf16* __restrict__ h,
+                                                                     const bf16* __restrict__ gate_up, int H, int I,
+                                                                     int K, MoePlan plan, bf16* __restrict__ act) {
+  const int u = blockIdx.x;
+  if (u >= *plan.n_active) return;
+  const int i = blockIdx.y * kMoeWarps + (threadIdx.x >> 5);
+  if (i >= I) return;
+  const int e = plan.active[u], off = plan.offset[u], cnt = plan.count[u];
+  const bf16* wg = gate_up + (int64_t(e) * 2 * I + i) * H;
+  const bf16* wu = gate_up + (int64_t(e) * 2 * I + I + i) * H;
+  for (int c0 = 0; c0 < cnt; c0 += kGemvMaxRows) {
+    const int rows = min(kGemvMaxRows, cnt - c0);
+    const bf16* xr[kGemvMaxRows];
+    int sel[kGemvMaxRows];
+#pragma unroll
+    for (int r = 0; r < kGemvMaxRows; ++r) {
+      sel[r] = plan.members[off + c0 + (r < rows ? r : 0)];
+      xr[r] = h + int64_t(sel[r] / K) * H;
+    }
+    float g[kGemvMaxRows], up[kGemvMaxRows];
+#pragma unroll
+    for (int r = 0; r < kGemvMaxRows; ++r) g[r] = up[r] = 0.f;
+    warp_dot_rows(wg, xr, rows, H, g);
+    warp_dot_rows(wu, xr, rows, H, up);
+#pragma unroll
+    for (int r = 0; r < kGemvMaxRows; ++r) {
+      const float gs = warp_sum(g[r]), us = warp_sum(up[r]);
+      if (r < rows && (threadIdx.x & 31) == 0)
+        act[int64_t(sel[r]) * I + i] = __float2bfloat16_rn(gs / (1.0f + expf(-gs)) * us);
+    }
+  }
+}
+
+Status launch_moe_gate_up(const void* h, const void* gate_up, int H, int I, int K, const MoePlan& plan,
+                          int max_active, void* act, cudaStream_t stream) {
+  if (max_active == 0) return Status::ok();
+  if (H % 8 != 0) return invalid_argument("moe gate_up: hidden % 8 != 0");
+  dim3 grid(max_active, (I + kMoeWarps - 1) / kMoeWarps);
+  moe_gate_up_kernel<<<grid, kMoeWarps * 32, 0, stream>>>(static_cast<const bf16*>(h),
+                                                          static_cast<const bf16*>(gate_up), H, I, K, plan,
+                                                          static_cast<bf16*>(act));
+  MS_CUDA_LAUNCH_CHECK("moe_gate_up_kernel");
+  return Status::ok();
+}
+
+// Grid (max_active, ceil(H / 8)): warp owns output column n of routed expert u.
+__global__ void __launch_bounds__(kMoeWarps * 32) moe_down_kernel(const bf16* __restrict__ act,
+                                                                  const bf16* __restrict__ down,
+                                                                  const float* __restrict__ weights, int H, int I,
+                                                                  MoePlan plan, float* __restrict__ ybuf) {
+  const int u = blockIdx.x;
+  if (u >= *plan.n_active) return;
+  const int n = blockIdx.y * kMoeWarps + (threadIdx.x >> 5);
+  if (n >= H) return;
+  const int e = plan.active[u], off = plan.offset[u], cnt = plan.count[u];
+  const bf16* wd = down + (int64_t(e) * H + n) * I;
+  for (int c0 = 0; c0 < cnt; c0 += kGemvMaxRows) {
+    const int rows = min(kGemvMaxRows, cnt - c0);
+    const bf16* xr[kGemvMaxRows];
+    int sel[kGemvMaxRows];
+#pragma unroll
+    for (int r = 0; r < kGemvMaxRows; ++r) {
+      sel[r] = plan.members[off + c0 + (r < rows ? r : 0)];
+      xr[r] = act + int64_t(sel[r]) * I;
+    }
+    float y[kGemvMaxRows];
+#pragma unroll
+    for (int r = 0; r < kGemvMaxRows; ++r) y[r] = 0.f;
+    warp_dot_rows(wd, xr, rows, I, y);
+#pragma unroll
+    for (int r = 0; r < kGemvMaxRows; ++r) {
+      const float s = warp_sum(y[r]);
+      if (r < rows && (threadIdx.x & 31) == 0) ybuf[int64_t(sel[r]) * H + n] = weights[sel[r]] * s;
+    }
+  }
+}
+
+Status launch_moe_down(const void* act, const void* down, const float* weights, int H, int I, const MoePlan& plan,
+                       int max_active, float* ybuf, cudaStream_t stream) {
+  if (max_active == 0) return Status::ok();
+  if (I % 8 != 0) return invalid_argument("moe down: expert width % 8 != 0");
+  dim3 grid(max_active, (H + kMoeWarps - 1) / kMoeWarps);
+  moe_down_kernel<<<grid, kMoeWarps * 32, 0, stream>>>(static_cast<const bf16*>(act), static_cast<const bf16*>(down),
+                                                       weights, H, I, plan, ybuf);
+  MS_CUDA_LAUNCH_CHECK("moe_down_kernel");
+  return Status::ok();
+}
+
+__global__ void moe_combine_kernel(const float* __restrict__ ybuf, const float* __restrict__ shared, int shared_sum,
+                                   int K, int H, float* __restrict__ out) {
+  const int t = blockIdx.x;
+  for (int n = threadIdx.x; n < H; n += blockDim.x) {
+    float o = 0.f;
+    for (int k = 0; k < K; ++k) o += ybuf[(int64_t(t) * K + k) * H + n];
+    if (shared) {
+      const float y = shared[int64_t(t) * H + n];
+      o = shared_sum ? o + y : (o + y) / 2;
+    }
+    out[int64_t(t) * H + n] = o;
+  }
+}
+
+Status launch_moe_combine(const float* ybuf, const float* shared, bool shared_sum, int T, int K, int H, float* out,
+                          cudaStream_t stream) {
+  if (T == 0) return Status::ok();
+  moe_combine_kernel<<<T, 256, 0, stream>>>(ybuf, shared, shared_sum ? 1 : 0, K, H, out);
+  MS_CUDA_LAUNCH_CHECK("moe_combine_kernel");
+  return Status::ok();
+}
+
+}  // namespace ms::gpu

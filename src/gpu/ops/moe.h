@@ -1,0 +1,58 @@
+// Mixture-of-experts on the GPU, with no host synchronisation (so the decode
+// step can be captured in a CUDA graph):
+//   1. launch_moe_route: router logits (T, E) fp32 -> top-k expert ids and
+//      combine weights per token, exactly the CPU reference's function
+//      (softmax over all then top-k [qwen3_moe], or top-k then softmax /
+//      sigmoid over the chosen [cohere2_moe], optional renormalisation).
+//   2. launch_moe_plan: groups the T*K selections by expert: the compact list
+//      of experts actually routed to (ascending ids), each with its members
+//      (selection ids s = t * K + k).
+//   3. launch_moe_gate_up: per routed expert, act (T*K, I) bf16 =
+//      silu(h W_gate^T) * (h W_up^T) for its members; only the routed experts'
+//      weights are read, once per 8 members.
+//   4. launch_moe_down: ybuf (T*K, H) fp32 = weight_s * act_s W_down^T.
+//   5. launch_moe_combine: out (T, H) = sum_k ybuf[t*K + k] in k order (best
+//      first, as the reference), plus the shared expert's output (sum or average).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "model/config.h"
+
+namespace ms::gpu {
+
+// logits (T, E) fp32 -> ids (T, K) int32, weights (T, K) fp32. E <= 256, K <= 32.
+Status launch_moe_route(const float* logits, int T, int E, int K, RouterFn fn, bool softmax_over_topk,
+                        bool norm_topk_prob, int32_t* ids, float* weights, cudaStream_t stream);
+
+struct MoePlan {
+  int32_t* n_active = nullptr;    // (1) number of routed experts
+  int32_t* active = nullptr;      // (E) expert id of each routed expert, ascending
+  int32_t* offset = nullptr;      // (E) first member of each routed expert
+  int32_t* count = nullptr;       // (E) members of each routed expert
+  int32_t* members = nullptr;     // (T*K) selection ids grouped by expert
+  int32_t* stat_active = nullptr; // optional: n_active is also written here (benchmark byte counts)
+};
+
+// E <= 4096.
+Status launch_moe_plan(const int32_t* ids, int T, int K, int E, const MoePlan& plan, cudaStream_t stream);
+
+// h (T, H) bf16; gate_up (E, 2I, H) bf16 (rows [0, I) gate, [I, 2I) up);
+// act (T*K, I) bf16. max_active: grid size, >= the number of routed experts
+// (min(E, T*K)).
+Status launch_moe_gate_up(const void* h, const void* gate_up, int H, int I, int K, const MoePlan& plan,
+                          int max_active, void* act, cudaStream_t stream);
+
+// act (T*K, I) bf16; down (E, H, I) bf16; weights (T*K) fp32; ybuf (T*K, H) fp32.
+Status launch_moe_down(const void* act, const void* down, const float* weights, int H, int I, const MoePlan& plan,
+                       int max_active, float* ybuf, cudaStream_t stream);
+
+// out (T, H) fp32 = sum_k ybuf (T*K, H); shared (T, H) fp32 or null:
+// out = shared_sum ? out + shared : (out + shared) / 2.
+Status launch_moe_combine(const float* ybuf, const float* shared, bool shared_sum, int T, int K, int H, float* out,
+                          cudaStream_t stream);
+
+}  // namespace ms::gpu

@@ -1,0 +1,445 @@
+// Every layered-backend op against its fp32 CPU reference (src/ref/ref_ops.h)
+// on random inputs with fixed seeds. Inputs are rounded to bf16 before the
+// reference sees them, so the error measures the kernel alone.
+// Tolerances (normalized L2 error): fp32 outputs 1e-4 (GEMV) / 2e-3 (cuBLAS,
+// summation order and tensor cores); bf16 outputs 1e-2 (one bf16 rounding).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "gpu/ops/attention.h"
+#include "gpu/ops/elementwise.h"
+#include "gpu/ops/linear.h"
+#include "gpu/ops/moe.h"
+#include "gpu/ops/rope_kv.h"
+#include "gpu/ops/sampling.h"
+#include "gpu_test_util.h"
+#include "ref/ref_ops.h"
+
+namespace ms::gpu::test {
+namespace {
+
+constexpr double kTolF32 = 1e-4, kTolGemm = 2e-3, kTolBf16 = 1e-2;
+
+struct LinearCase {
+  int R, N, K;
+};
+
+TEST(GpuOps, GemvMatchesRef) {
+  MS_GPU_TEST_GUARD();
+  for (LinearCase c : {LinearCase{1, 1, 8}, {1, 37, 264}, {3, 300, 2056}, {8, 129, 1032}, {5, 64, 3072}}) {
+    auto x = randn(size_t(c.R) * c.K, 1), w = randn(size_t(c.N) * c.K, 2, 0.05f), b = randn(c.N, 3);
+    auto xb = to_bf16_rounding(x), wb = to_bf16_rounding(w);
+    std::vector<float> want(size_t(c.R) * c.N);
+    ref_matmul(x.data(), w.data(), b.data(), want.data(), c.R, c.N, c.K);
+    auto dx = dev(xb), dw = dev(wb);
+    auto db = dev(b);
+    DeviceBuffer<float> dy;
+    ASSERT_OK(dy.alloc(want.size()));
+    ASSERT_OK(launch_gemv(dx.get(), c.K, dw.get(), db.get(), 1.f, dy.get(), c.N, c.R, c.N, c.K, nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    double e = rel_err(host(dy), want);
+    EXPECT_LT(e, kTolF32) << "R=" << c.R << " N=" << c.N << " K=" << c.K;
+  }
+}
+
+TEST(GpuOps, GemmAndRouterGemvMatchRef) {
+  MS_GPU_TEST_GUARD();
+  cublasHandle_t h;
+  ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  for (LinearCase c : {LinearCase{9, 100, 264}, {37, 513, 64}, {130, 72, 2048}}) {
+    auto x = randn(size_t(c.R) * c.K, 4), w = randn(size_t(c.N) * c.K, 5, 0.05f), b = randn(c.N, 6);
+    auto xb = to_bf16_rounding(x), wb = to_bf16_rounding(w);
+    std::vector<float> want(size_t(c.R) * c.N);
+    ref_matmul(x.data(), w.data(), b.data(), want.data(), c.R, c.N, c.K);
+    auto dx = dev(xb), dw = dev(wb);
+    auto db = dev(b);
+    DeviceBuffer<float> dy;
+    ASSERT_OK(dy.alloc(want.size()));
+    ASSERT_OK(launch_gemm(h, dx.get(), c.K, dw.get(), db.get(), 1.f, dy.get(), c.N, c.R, c.N, c.K, nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_LT(rel_err(host(dy), want), kTolGemm) << "gemm R=" << c.R;
+    // fp32-activation GEMV (router): x unrounded is fine, compare to the same.
+    auto xf = randn(size_t(c.R) * c.K, 7);
+    ref_matmul(xf.data(), w.data(), nullptr, want.data(), c.R, c.N, c.K);
+    auto dxf = dev(xf);
+    ASSERT_OK(launch_gemv_f32x(dxf.get(), dw.get(), dy.get(), c.R, c.N, c.K, nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_LT(rel_err(host(dy), want), kTolF32) << "gemv_f32x R=" << c.R;
+  }
+  cublasDestroy(h);
+}
+
+TEST(GpuOps, AddNormMatchesRef) {
+  MS_GPU_TEST_GUARD();
+  for (NormKind kind : {NormKind::kRms, NormKind::kLayer}) {
+    for (int H : {64, 2048, 1000}) {
+      const int T = 5;
+      auto x = randn(size_t(T) * H, 10, 1.f, 0.3f), a0 = randn(size_t(T) * H, 11), a1 = randn(size_t(T) * H, 12);
+      auto w = randn(H, 13, 0.2f, 1.f);
+      std::vector<float> sum(x.size());
+      for (size_t i = 0; i < x.size(); ++i) sum[i] = (x[i] + a0[i]) + a1[i];
+      std::vector<float> want(x.size());
+      ref_norm(kind, sum.data(), w.data(), want.data(), T, H, 1e-6f);
+      auto dx = dev(x), d0 = dev(a0), d1 = dev(a1), dw = dev(w);
+      DeviceBuffer<uint16_t> out;
+      DeviceBuffer<float> outf;
+      ASSERT_OK(out.alloc(x.size()));
+      ASSERT_OK(outf.alloc(x.size()));
+      ASSERT_OK(launch_add_norm(dx.get(), d0.get(), d1.get(), nullptr, dw.get(), kind, 1e-6f, T, H, out.get(),
+                                outf.get(), nullptr));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_LT(rel_err(host(dx), sum), 1e-6) << "residual";
+      EXPECT_LT(rel_err(host(outf), want), kTolF32);
+      EXPECT_LT(rel_err(bf16_to_f32v(host(out)), want), kTolBf16);
+      // Row gather (final norm of the logits rows), no adds.
+      std::vector<int32_t> rows = {4, 1};
+      auto drows = dev(rows);
+      ASSERT_OK(launch_add_norm(dx.get(), nullptr, nullptr, drows.get(), dw.get(), kind, 1e-6f, 2, H, out.get(),
+                                outf.get(), nullptr));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      auto got = host(outf);
+      std::vector<float> g2(got.begin(), got.begin() + 2 * H), w2(2 * H);
+      std::copy_n(want.begin() + 4 * H, H, w2.begin());
+      std::copy_n(want.begin() + 1 * H, H, w2.begin() + H);
+      EXPECT_LT(rel_err(g2, w2), kTolF32) << "gather";
+    }
+  }
+}
+
+TEST(GpuOps, EmbeddingAndSwigluMatchRef) {
+  MS_GPU_TEST_GUARD();
+  const int V = 50, H = 72, T = 7, F = 40;
+  auto table = randn(size_t(V) * H, 20);
+  auto tb = to_bf16_rounding(table);
+  std::vector<int32_t> ids = {0, 49, 3, 3, 17, 22, 8};
+  auto dt = dev(tb);
+  auto di = dev(ids);
+  DeviceBuffer<float> x;
+  ASSERT_OK(x.alloc(size_t(T) * H));
+  ASSERT_OK(launch_embedding(dt.get(), di.get(), T, H, x.get(), nullptr));
+  auto gu = randn(size_t(T) * 2 * F, 21, 2.f);
+  auto dgu = dev(gu);
+  DeviceBuffer<uint16_t> act;
+  ASSERT_OK(act.alloc(size_t(T) * F));
+  ASSERT_OK(launch_swiglu(dgu.get(), 2 * F, T, F, act.get(), nullptr));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<float> want(size_t(T) * H);
+  for (int t = 0; t < T; ++t) std::copy_n(table.begin() + size_t(ids[t]) * H, H, want.begin() + size_t(t) * H);
+  EXPECT_EQ(rel_err(host(x), want), 0.0);
+  std::vector<float> ws(size_t(T) * F);
+  for (int t = 0; t < T; ++t) ref_swiglu(gu.data() + t * 2 * F, gu.data() + t * 2 * F + F, ws.data() + t * F, F);
+  EXPECT_LT(rel_err(bf16_to_f32v(host(act)), ws), kTolBf16);
+}
+
+TEST(GpuOps, RopeKvMatchesRef) {
+  MS_GPU_TEST_GUARD();
+  struct Case {
+    RopeStyle style;
+    bool qk_norm, rope;
+    int hd;
+  };
+  for (Case c : {Case{RopeStyle::kInterleaved, false, true, 128}, {RopeStyle::kNeox, true, true, 128},
+                 {RopeStyle::kNeox, false, true, 16}, {RopeStyle::kInterleaved, true, false, 64}}) {
+    ModelConfig cfg;
+    cfg.head_dim = c.hd;
+    cfg.rope_theta = 50000.0;
+    const int nh = 4, nkv = 2, T = 6, bs = 4, nblocks = 5, ld = (nh + 2 * nkv) * c.hd;
+    std::vector<float> inv = ref_rope_inv_freq(cfg);
+    auto qkv = randn(size_t(T) * ld, 30);
+    auto qn = randn(c.hd, 31, 0.3f, 1.f), kn = randn(c.hd, 32, 0.3f, 1.f);
+    std::vector<int32_t> pos = {0, 1, 5, 6, 7, 4095}, table = {3, 1, 4, 0, 2};
+    std::vector<int32_t> slots(T);
+    // positions 4095 -> use block id 2 for the last token (a different sequence).
+    for (int t = 0; t < T; ++t) slots[t] = (t == T - 1 ? 2 : table[pos[t] / bs]) * bs + pos[t] % bs;
+    auto dqkv = dev(qkv);
+    auto dpos = dev(pos), dslots = dev(slots);
+    auto dinv = dev(inv), dqn = dev(qn), dkn = dev(kn);
+    DeviceBuffer<uint16_t> kc, vc;
+    const size_t cache_n = size_t(nblocks) * nkv * bs * c.hd;
+    ASSERT_OK(kc.alloc(cache_n));
+    ASSERT_OK(vc.alloc(cache_n));
+    RopeKvArgs a;
+    a.qkv = dqkv.get();
+    a.ld = ld;
+    a.T = T;
+    a.nh = nh;
+    a.nkv = nkv;
+    a.hd = c.hd;
+    a.block_size = bs;
+    a.pos = dpos.get();
+    a.slots = dslots.get();
+    a.q_norm = c.qk_norm ? dqn.get() : nullptr;
+    a.k_norm = c.qk_norm ? dkn.get() : nullptr;
+    a.inv_freq = c.rope ? dinv.get() : nullptr;
+    a.style = c.style;
+    a.k_cache = kc.get();
+    a.v_cache = vc.get();
+    ASSERT_OK(launch_rope_kv(a, nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    auto got_q = host(dqkv);
+    auto got_k = bf16_to_f32v(host(kc)), got_v = bf16_to_f32v(host(vc));
+    std::vector<float> wq, gq, wk, gk;
+    for (int t = 0; t < T; ++t) {
+      std::vector<float> q(qkv.begin() + size_t(t) * ld, qkv.begin() + size_t(t) * ld + nh * c.hd);
+      std::vector<float> k(qkv.begin() + size_t(t) * ld + nh * c.hd, qkv.begin() + size_t(t) * ld + (nh + nkv) * c.hd);
+      if (c.qk_norm) {
+        ref_rmsnorm(q.data(), qn.data(), q.data(), nh, c.hd, 1e-6f);
+        ref_rmsnorm(k.data(), kn.data(), k.data(), nkv, c.hd, 1e-6f);
+      }
+      if (c.rope) {
+        ref_rope(q.data(), nh, c.hd, pos[t], inv.data(), c.style);
+        ref_rope(k.data(), nkv, c.hd, pos[t], inv.data(), c.style);
+      }
+      wq.insert(wq.end(), q.begin(), q.end());
+      gq.insert(gq.end(), got_q.begin() + size_t(t) * ld, got_q.begin() + size_t(t) * ld + nh * c.hd);
+      const int blk = slots[t] / bs, off = slots[t] % bs;
+      for (int h = 0; h < nkv; ++h) {
+        const size_t base = ((size_t(blk) * nkv + h) * bs + off) * c.hd;
+        wk.insert(wk.end(), k.begin() + h * c.hd, k.begin() + (h + 1) * c.hd);
+        gk.insert(gk.end(), got_k.begin() + base, got_k.begin() + base + c.hd);
+        std::vector<float> v(qkv.begin() + size_t(t) * ld + (nh + nkv + h) * c.hd,
+                             qkv.begin() + size_t(t) * ld + (nh + nkv + h + 1) * c.hd);
+        std::vector<float> gv(got_v.begin() + base, got_v.begin() + base + c.hd);
+        EXPECT_LT(rel_err(gv, v), kTolBf16);
+      }
+    }
+    EXPECT_LT(rel_err(gq, wq), 1e-5) << "q hd=" << c.hd;
+    EXPECT_LT(rel_err(gk, wk), kTolBf16) << "k hd=" << c.hd;
+  }
+}
+
+// Paged attention: random bf16 caches behind shuffled block tables; rows of
+// several sequences with ragged lengths (decode) or consecutive tokens of one
+// sequence (prefill tiles), with and without a sliding window, split or not.
+struct AttnCase {
+  int hd, nh, nkv, bs, window, splits, rows_per_tile;
+  std::vector<int> seq_len;   // tokens in each sequence's cache
+  std::vector<int> q_tokens;  // query rows per sequence: the last q_tokens positions
+};
+
+void run_attention_case(const AttnCase& c) {
+  const int n_seq = static_cast<int>(c.seq_len.size());
+  int max_blocks = 0, total_blocks = 0;
+  for (int L : c.seq_len) {
+    max_blocks = std::max(max_blocks, (L + c.bs - 1) / c.bs);
+    total_blocks += (L + c.bs - 1) / c.bs;
+  }
+  std::vector<int32_t> perm(total_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(40));
+  std::vector<int32_t> tables(size_t(n_seq) * max_blocks, -1);
+  int next = 0;
+  for (int s = 0; s < n_seq; ++s)
+    for (int b = 0; b < (c.seq_len[s] + c.bs - 1) / c.bs; ++b) tables[size_t(s) * max_blocks + b] = perm[next++];
+  const size_t cache_n = size_t(total_blocks) * c.nkv * c.bs * c.hd;
+  auto kf = randn(cache_n, 41), vf = randn(cache_n, 42);
+  auto kb = to_bf16_rounding(kf), vb = to_bf16_rounding(vf);
+  std::vector<int32_t> row_seq, row_pos;
+  std::vector<AttnTile> tiles;
+  for (int s = 0; s < n_seq; ++s) {
+    const int first_row = static_cast<int>(row_seq.size());
+    for (int t = 0; t < c.q_tokens[s]; ++t) {
+      row_seq.push_back(s);
+      row_pos.push_back(c.seq_len[s] - c.q_tokens[s] + t);
+    }
+    for (int t = 0; t < c.q_tokens[s]; t += c.rows_per_tile)
+      tiles.push_back({first_row + t, std::min(c.rows_per_tile, c.q_tokens[s] - t)});
+  }
+  const int rows = static_cast<int>(row_seq.size()), qw = c.nh * c.hd;
+  auto q = randn(size_t(rows) * qw, 43);
+  std::vector<float> want(size_t(rows) * qw);
+  for (int r = 0; r < rows; ++r) {
+    const int s = row_seq[r], pos = row_pos[r];
+    const int first = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
+    auto slot = [&](const std::vector<float>& cache, int64_t i, int kh) {
+      const int p = first + static_cast<int>(i);
+      const int blk = tables[size_t(s) * max_blocks + p / c.bs];
+      return cache.data() + ((size_t(blk) * c.nkv + kh) * c.bs + p % c.bs) * c.hd;
+    };
+    ref_attention_one(q.data() + size_t(r) * qw, c.nh, c.nkv, c.hd, pos - first + 1,
+                      [&](int64_t i, int kh) { return slot(kf, i, kh); },
+                      [&](int64_t i, int kh) { return slot(vf, i, kh); }, want.data() + size_t(r) * qw);
+  }
+  auto dq = dev(q);
+  auto dk = dev(kb), dv = dev(vb);
+  auto dt = dev(tables), drs = dev(row_seq), drp = dev(row_pos);
+  DeviceBuffer<AttnTile> dtiles;
+  ASSERT_OK(dtiles.upload(tiles));
+  DeviceBuffer<float> po, pl;
+  DeviceBuffer<uint16_t> out;
+  ASSERT_OK(po.alloc(size_t(rows) * c.nh * c.splits * c.hd));
+  ASSERT_OK(pl.alloc(size_t(rows) * c.nh * c.splits));
+  ASSERT_OK(out.alloc(size_t(rows) * qw));
+  AttnArgs a;
+  a.q = dq.get();
+  a.ldq = qw;
+  a.k_cache = dk.get();
+  a.v_cache = dv.get();
+  a.block_tables = dt.get();
+  a.max_blocks = max_blocks;
+  a.row_seq = drs.get();
+  a.row_pos = drp.get();
+  a.tiles = dtiles.get();
+  a.n_tiles = static_cast<int>(tiles.size());
+  a.rows_per_tile = c.rows_per_tile;
+  a.rows = rows;
+  a.splits = c.splits;
+  a.window = c.window;
+  a.nh = c.nh;
+  a.nkv = c.nkv;
+  a.hd = c.hd;
+  a.block_size = c.bs;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  a.part_o = po.get();
+  a.part_lse = pl.get();
+  a.out = out.get();
+  ASSERT_OK(launch_paged_attention(a, nullptr));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_LT(rel_err(bf16_to_f32v(host(out)), want), kTolBf16)
+      << "hd=" << c.hd << " window=" << c.window << " splits=" << c.splits << " rpt=" << c.rows_per_tile;
+}
+
+TEST(GpuOps, PagedAttentionDecodeMatchesRef) {
+  MS_GPU_TEST_GUARD();
+  run_attention_case({128, 32, 4, 64, 0, 1, 1, {1, 70, 300}, {1, 1, 1}});
+  run_attention_case({128, 32, 4, 64, 0, 7, 1, {1, 70, 1000}, {1, 1, 1}});
+  run_attention_case({128, 32, 4, 16, 50, 5, 1, {49, 50, 51, 333}, {1, 1, 1, 1}});
+  run_attention_case({16, 4, 2, 8, 8, 3, 1, {1, 9, 17, 21}, {1, 1, 1, 1}});
+  run_attention_case({64, 32, 8, 64, 0, 64, 1, {5000, 64, 65}, {1, 1, 1}});
+  run_attention_case({256, 8, 8, 32, 0, 4, 1, {129}, {1}});
+}
+
+TEST(GpuOps, PagedAttentionPrefillMatchesRef) {
+  MS_GPU_TEST_GUARD();
+  run_attention_case({128, 32, 4, 64, 0, 1, 2, {37}, {37}});           // whole prompt
+  run_attention_case({128, 32, 4, 16, 0, 3, 2, {200, 90}, {57, 1}});   // chunk after a prefix, plus a decode row
+  run_attention_case({16, 4, 2, 8, 8, 1, 8, {21}, {21}});              // sliding window 8, tile crosses it
+  run_attention_case({16, 4, 2, 4, 8, 2, 8, {30, 13}, {11, 13}});
+}
+
+TEST(GpuOps, MoeRouteMatchesRef) {
+  MS_GPU_TEST_GUARD();
+  struct Case {
+    RouterFn fn;
+    bool over_topk, norm;
+    int E, K;
+  };
+  for (Case c : {Case{RouterFn::kSoftmax, false, true, 128, 8}, {RouterFn::kSoftmax, false, false, 8, 2},
+                 {RouterFn::kSoftmax, true, true, 160, 8}, {RouterFn::kSigmoid, true, false, 128, 8},
+                 {RouterFn::kSigmoid, true, true, 8, 2}, {RouterFn::kSigmoid, false, false, 64, 4}}) {
+    ModelConfig cfg;
+    cfg.router = c.fn;
+    cfg.softmax_over_topk = c.over_topk;
+    cfg.norm_topk_prob = c.norm;
+    cfg.n_experts = c.E;
+    cfg.top_k = c.K;
+    const int T = 9;
+    auto logits = randn(size_t(T) * c.E, 50, 2.f);
+    auto dl = dev(logits);
+    DeviceBuffer<int32_t> ids;
+    DeviceBuffer<float> w;
+    ASSERT_OK(ids.alloc(size_t(T) * c.K));
+    ASSERT_OK(w.alloc(size_t(T) * c.K));
+    ASSERT_OK(launch_moe_route(dl.get(), T, c.E, c.K, c.fn, c.over_topk, c.norm, ids.get(), w.get(), nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    auto gi = host(ids);
+    auto gw = host(w);
+    for (int t = 0; t < T; ++t) {
+      RouteChoice rc = ref_route(cfg, logits.data() + size_t(t) * c.E);
+      for (int k = 0; k < c.K; ++k) {
+        EXPECT_EQ(gi[size_t(t) * c.K + k], rc.experts[k]) << "E=" << c.E << " t=" << t << " k=" << k;
+        EXPECT_NEAR(gw[size_t(t) * c.K + k], rc.weights[k], 1e-5f + 1e-5f * std::fabs(rc.weights[k]));
+      }
+    }
+  }
+}
+
+// Plan + gate_up + down + combine against per-selection dense MLPs.
+TEST(GpuOps, MoeExpertsMatchRef) {
+  MS_GPU_TEST_GUARD();
+  for (int T : {1, 5, 19}) {
+    for (bool with_shared : {false, true}) {
+      const int E = 16, K = 4, H = 64, I = 40;
+      auto h = randn(size_t(T) * H, 60), gu = randn(size_t(E) * 2 * I * H, 61, 0.1f),
+           dn = randn(size_t(E) * H * I, 62, 0.1f), wts = randn(size_t(T) * K, 63, 0.3f, 0.5f);
+      auto shared = randn(size_t(T) * H, 64);
+      auto hb = to_bf16_rounding(h), gub = to_bf16_rounding(gu), dnb = to_bf16_rounding(dn);
+      std::vector<int32_t> ids(size_t(T) * K);
+      std::mt19937 g(65);
+      for (int t = 0; t < T; ++t) {
+        std::vector<int> all(E);
+        std::iota(all.begin(), all.end(), 0);
+        std::shuffle(all.begin(), all.end(), g);
+        for (int k = 0; k < K; ++k) ids[size_t(t) * K + k] = all[k];
+      }
+      std::vector<float> want(size_t(T) * H, 0.f), y(H);
+      for (int t = 0; t < T; ++t) {
+        for (int k = 0; k < K; ++k) {
+          const int e = ids[size_t(t) * K + k];
+          std::vector<float> a(I), b(I), act(I);
+          ref_matmul(h.data() + size_t(t) * H, gu.data() + size_t(e) * 2 * I * H, nullptr, a.data(), 1, I, H);
+          ref_matmul(h.data() + size_t(t) * H, gu.data() + (size_t(e) * 2 * I + I) * H, nullptr, b.data(), 1, I, H);
+          ref_swiglu(a.data(), b.data(), act.data(), I);
+          ref_matmul(act.data(), dn.data() + size_t(e) * H * I, nullptr, y.data(), 1, H, I);
+          for (int i = 0; i < H; ++i) want[size_t(t) * H + i] += wts[size_t(t) * K + k] * y[i];
+        }
+        if (with_shared)
+          for (int i = 0; i < H; ++i) want[size_t(t) * H + i] += shared[size_t(t) * H + i];
+      }
+      auto dh = dev(hb), dgu = dev(gub), ddn = dev(dnb);
+      auto dids = dev(ids);
+      auto dw = dev(wts), dsh = dev(shared);
+      DeviceBuffer<int32_t> plan_buf;
+      ASSERT_OK(plan_buf.alloc(1 + 3 * E + T * K));
+      MoePlan plan;
+      plan.n_active = plan_buf.get();
+      plan.active = plan_buf.get() + 1;
+      plan.offset = plan_buf.get() + 1 + E;
+      plan.count = plan_buf.get() + 1 + 2 * E;
+      plan.members = plan_buf.get() + 1 + 3 * E;
+      DeviceBuffer<uint16_t> act;
+      DeviceBuffer<float> ybuf, out;
+      ASSERT_OK(act.alloc(size_t(T) * K * I));
+      ASSERT_OK(ybuf.alloc(size_t(T) * K * H));
+      ASSERT_OK(out.alloc(size_t(T) * H));
+      const int max_active = std::min(E, T * K);
+      ASSERT_OK(launch_moe_plan(dids.get(), T, K, E, plan, nullptr));
+      ASSERT_OK(launch_moe_gate_up(dh.get(), dgu.get(), H, I, K, plan, max_active, act.get(), nullptr));
+      ASSERT_OK(launch_moe_down(act.get(), ddn.get(), dw.get(), H, I, plan, max_active, ybuf.get(), nullptr));
+      ASSERT_OK(launch_moe_combine(ybuf.get(), with_shared ? dsh.get() : nullptr, true, T, K, H, out.get(), nullptr));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_LT(rel_err(host(out), want), kTolBf16) << "T=" << T << " shared=" << with_shared;
+    }
+  }
+}
+
+TEST(GpuOps, ArgmaxMatchesHost) {
+  MS_GPU_TEST_GUARD();
+  for (int V : {1, 1000, 262144}) {
+    const int R = 3;
+    auto l = randn(size_t(R) * V, 70, 3.f);
+    if (V > 10) l[5] = l[V - 1] = 100.f;  // tie in row 0: the lower index wins
+    auto dl = dev(l);
+    DeviceBuffer<int32_t> tok;
+    DeviceBuffer<float> lp;
+    ASSERT_OK(tok.alloc(R));
+    ASSERT_OK(lp.alloc(R));
+    ASSERT_OK(launch_argmax(dl.get(), R, V, tok.get(), lp.get(), nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    auto gt = host(tok);
+    auto gl = host(lp);
+    for (int r = 0; r < R; ++r) {
+      const float* row = l.data() + size_t(r) * V;
+      const int want = static_cast<int>(std::max_element(row, row + V) - row);
+      double s = 0;
+      for (int i = 0; i < V; ++i) s += std::exp(double(row[i]) - row[want]);
+      EXPECT_EQ(gt[r], want) << "V=" << V;
+      EXPECT_NEAR(gl[r], -std::log(s), 1e-4);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ms::gpu::test

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds test_gpu (layered CUDA backend: ops vs CPU reference, whole model vs
+# HF goldens and the CPU backend, full-shape NMC random-weight decode bench)
+# and runs it. Run from the repository root on the H200; results go to $OUT.
+set -euo pipefail
+OUT="${OUT:-$PWD/gpu_check_out}"
+mkdir -p "$OUT"
+extra=()
+# cpp-httplib / pcre2 supplied under .deps/ on the device machine.
+if [ -d .deps ]; then extra+=(-DCMAKE_PREFIX_PATH="$PWD/.deps" -DCMAKE_INCLUDE_PATH="$PWD/.deps/include" -DCMAKE_LIBRARY_PATH="$PWD/.deps/lib"); fi
+nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.mem --format=csv | tee "$OUT/gpu.txt" || true
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASERVE_CUDA=ON \
+  -DCMAKE_CUDA_COMPILER="${CUDACXX:-/usr/local/cuda/bin/nvcc}" "${extra[@]}" 2>&1 | tail -n 20 | tee "$OUT/configure.log"
+ninja -C build-gpu -j"$(nproc)" test_gpu 2>&1 | tail -n 60 | tee "$OUT/build.log"
+test -x build-gpu/test_gpu
+set +e
+build-gpu/test_gpu --gtest_output=json:"$OUT/test_gpu.json" "$@" 2>&1 | tee "$OUT/test_gpu.log"
+rc=${PIPESTATUS[0]}
+echo "test_gpu exit code: $rc" | tee -a "$OUT/test_gpu.log"
+exit "$rc"
