@@ -276,6 +276,21 @@ ScanStep CallObjectParser::finish_value() {
     if (!decode_json_string(name_raw_, &name_) || name_.empty()) return ScanStep::kError;
     name_ok_ = true;
   }
+  if (role_ == Role::kArgs && args_in_string_) {
+    args_in_string_ = false;
+    std::string decoded, compact;
+    if (!decode_json_string(args_string_, &decoded)) return ScanStep::kError;
+    JsonScanner inner(&compact);
+    bool done = false;
+    for (char c : decoded) {
+      ScanStep s = done ? (is_ws(c) ? ScanStep::kMore : ScanStep::kError) : inner.push(c);
+      if (s == ScanStep::kError) return s;
+      done |= s == ScanStep::kDone;
+    }
+    if (!done || compact.empty() || compact.front() != '{') return ScanStep::kError;
+    args_ += compact;
+    args_started_ = true;
+  }
   state_ = State::kCommaOrEnd;
   return ScanStep::kMore;
 }
@@ -327,9 +342,16 @@ ScanStep CallObjectParser::push(char c) {
         name_raw_.clear();
         value_ = JsonScanner(&name_raw_);
       } else if (role_ == Role::kArgs) {
-        if (c != '{') return ScanStep::kError;  // arguments must be an object
-        value_ = JsonScanner(&args_);
-        args_started_ = true;
+        if (c == '"') {  // stringified arguments, decoded when complete
+          args_in_string_ = true;
+          args_string_.clear();
+          value_ = JsonScanner(&args_string_);
+        } else if (c == '{') {
+          value_ = JsonScanner(&args_);
+          args_started_ = true;
+        } else {
+          return ScanStep::kError;  // arguments must be an object
+        }
       } else {
         value_ = JsonScanner(nullptr);
       }

@@ -78,7 +78,9 @@ struct CallKeys {
 };
 
 // Parses one call object, starting at its '{'. The arguments must be an
-// object; absent arguments become "{}". Other keys are validated and ignored.
+// object, or a string holding one ("{\"a\": 1}", as some models and
+// templates write them: decoded, and announced only once complete); absent
+// arguments become "{}". Other keys are validated and ignored.
 class CallObjectParser {
  public:
   explicit CallObjectParser(const CallKeys* keys) : keys_(keys) {}
@@ -109,6 +111,8 @@ class CallObjectParser {
   std::string name_raw_;
   std::string sink_;   // values of ignored keys
   std::string args_;   // compact arguments not yet taken
+  std::string args_string_;  // raw JSON string token of stringified arguments
+  bool args_in_string_ = false;
   std::string name_;
   bool name_seen_ = false, name_ok_ = false;
   bool args_seen_ = false, args_started_ = false;

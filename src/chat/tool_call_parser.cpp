@@ -9,7 +9,12 @@ bool has(const std::string& s, std::string_view needle) { return s.find(needle) 
 
 ToolCallFormat format_from_template(const std::string& t) {
   if (has(t, "START_ACTION")) return ToolCallFormat::kCohere;
-  if (has(t, "<tool_call>")) return ToolCallFormat::kHermes;
+  if (has(t, "<tool_call>")) {
+    // Qwen3-Coder / GLM / Nemotron wrap XML-style calls (<function=..>,
+    // <arg_key>) in the same tags: a different, unsupported format.
+    if (has(t, "<function=") || has(t, "<arg_key>")) return ToolCallFormat::kNone;
+    return ToolCallFormat::kHermes;
+  }
   if (has(t, "<|python_tag|>")) return ToolCallFormat::kLlama3Json;
   // Llama 3.2 style: headers, tools, and the JSON call instruction.
   if (has(t, "<|start_header_id|>") && has(t, "tools") && has(t, "\"parameters\"")) {

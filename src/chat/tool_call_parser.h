@@ -24,7 +24,9 @@
 //     back: if generation stops inside it (max_tokens) its arguments stay
 //     truncated, as OpenAI's do with finish_reason "length"; a syntax error
 //     ends the call there and the rest of the text is scanned as content.
-//   - A missing closing brace of the call object is forgiven.
+//   - A missing closing brace of the call object is forgiven, and so are
+//     stringified arguments ("arguments": "{\"a\": 1}"): decoded, and
+//     announced only once the string is complete.
 //   - Whitespace right next to a marker or a call is dropped from content.
 // Cohere plan text (<|START_THINKING|>..<|END_THINKING|>) goes to `reasoning`,
 // not content. The markers must reach the parser: detokenize with special
@@ -55,8 +57,10 @@ Result<ToolCallFormat> parse_tool_call_format(std::string_view name);
 // Picks the format from the chat template text (or, if it is empty, from
 // tokenizer_config["chat_template"], string or list of {name, template}), then
 // from the added tokens in tokenizer_config["added_tokens_decoder"]:
-// START_ACTION -> cohere; <tool_call> -> hermes; <|python_tag|>, or Llama 3
-// headers plus a JSON "parameters" instruction -> llama3_json; else none.
+// START_ACTION -> cohere; <tool_call> -> hermes (but none when the calls
+// inside are XML-style, <function=..> / <arg_key>, as in Qwen3-Coder and GLM:
+// not supported yet); <|python_tag|>, or Llama 3 headers plus a JSON
+// "parameters" instruction -> llama3_json; else none.
 ToolCallFormat detect_tool_call_format(const std::string& chat_template,
                                        const nlohmann::json& tokenizer_config);
 // True when the rendered prompt leaves the model inside a reasoning block, so

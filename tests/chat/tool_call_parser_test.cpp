@@ -39,7 +39,7 @@ INSTANTIATE_TEST_SUITE_P(ToolCall, OneShot, testing::ValuesIn(all_cases()), case
 // the model wrote.
 TEST(ToolCallParse, CompleteArgumentsAreValidJson) {
   for (const Case& c : all_cases()) {
-    if (c.label.find("truncated") != std::string::npos) continue;
+    if (c.label.find("truncated") != std::string::npos || c.label.find("syntax_error") != std::string::npos) continue;
     ParsedMessage m = parse_tool_calls(c.format, c.text, c.options);
     for (const ToolCall& call : m.tool_calls) {
       auto j = nlohmann::json::parse(call.arguments, nullptr, false);
@@ -141,6 +141,8 @@ TEST(ToolCallFormatDetect, RealTemplates) {
       {"meta-llama-Llama-3.2-3B-Instruct.jinja", ToolCallFormat::kLlama3Json},
       {"meta-llama-Llama-3.3-70B-Instruct.jinja", ToolCallFormat::kLlama3Json},
       {"lenml-llama3.jinja", ToolCallFormat::kNone},
+      {"Qwen3-Coder.jinja", ToolCallFormat::kNone},  // XML-style calls: not supported
+      {"GLM-4.6.jinja", ToolCallFormat::kNone},
       {"google-gemma-2-2b-it.jinja", ToolCallFormat::kNone},
   };
   for (const T& t : cases) {
