@@ -60,6 +60,33 @@ struct BpeModel::Cache {
   std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
 };
 
+void FlatStringIdMap::build(const std::vector<std::string>& keys) {
+  size_t cap = 16;
+  while (cap < keys.size() * 2) cap <<= 1;
+  slots_.assign(cap, -1);
+  mask_ = cap - 1;
+  for (int32_t id = 0; id < static_cast<int32_t>(keys.size()); ++id) {
+    const std::string& k = keys[id];
+    if (k.empty()) continue;
+    for (size_t i = StringHash{}(k) & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i] < 0) {
+        slots_[i] = id;
+        break;
+      }
+      if (keys[slots_[i]] == k) break;  // duplicate key: the first id wins
+    }
+  }
+}
+
+std::optional<int32_t> FlatStringIdMap::find(std::string_view key, const std::vector<std::string>& keys) const {
+  if (slots_.empty()) return std::nullopt;
+  for (size_t i = StringHash{}(key) & mask_;; i = (i + 1) & mask_) {
+    const int32_t id = slots_[i];
+    if (id < 0) return std::nullopt;
+    if (keys[id] == key) return id;
+  }
+}
+
 BpeModel::BpeModel() : merges_(std::make_unique<MergeMap>()), cache_(std::make_unique<Cache>()) {}
 BpeModel::~BpeModel() = default;
 BpeModel::BpeModel(BpeModel&&) noexcept = default;
@@ -99,29 +126,32 @@ Result<BpeModel> BpeModel::from_json(const json& m) {
   int32_t max_id = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) max_id = std::max(max_id, it.value().get<int32_t>());
   bpe.tokens_.assign(max_id + 1, std::string());
-  bpe.vocab_.reserve(vocab.size());
-  bpe.bytes_vocab_.reserve(vocab.size());
+  bpe.token_raw_.assign(max_id + 1, std::string());
   bpe.byte_id_.fill(-1);
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     const int32_t id = it.value().get<int32_t>();
     if (id < 0) return invalid_argument("tokenizer.json vocab id < 0 for '" + it.key() + "'");
+    if (it.key().empty()) return invalid_argument("tokenizer.json vocab holds an empty token");
+    if (!bpe.tokens_[id].empty()) return invalid_argument("tokenizer.json vocab id " + std::to_string(id) + " used twice");
     bpe.tokens_[id] = it.key();
-    bpe.vocab_.emplace(it.key(), id);
     if (auto raw = byte_level_decode(it.key())) {
       if (raw->size() == 1) bpe.byte_id_[static_cast<unsigned char>((*raw)[0])] = id;
-      bpe.bytes_vocab_.emplace(std::move(*raw), id);
+      bpe.token_raw_[id] = std::move(*raw);
     }
   }
+  bpe.vocab_.build(bpe.tokens_);
+  bpe.bytes_vocab_.build(bpe.token_raw_);
   if (m.contains("unk_token") && m["unk_token"].is_string()) {
     auto id = bpe.token_to_id(m["unk_token"].get<std::string>());
     if (!id) return invalid_argument("tokenizer.json model.unk_token is not in the vocab");
     bpe.unk_id_ = *id;
   }
 
-  const json& merges = m.value("merges", json::array());
+  static const json kNoMerges = json::array();
+  const json& merges = m.contains("merges") ? m["merges"] : kNoMerges;  // value() would copy
   bpe.merges_->reserve(merges.size());
   int32_t rank = 0;
-  std::string left, right;
+  std::string left, right, both;
   for (const json& mj : merges) {
     if (mj.is_string()) {
       const std::string& s = mj.get_ref<const std::string&>();
@@ -136,7 +166,8 @@ Result<BpeModel> BpeModel::from_json(const json& m) {
     } else {
       return invalid_argument("tokenizer.json merge #" + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]");
     }
-    auto a = bpe.token_to_id(left), b = bpe.token_to_id(right), c = bpe.token_to_id(left + right);
+    both.assign(left).append(right);
+    auto a = bpe.token_to_id(left), b = bpe.token_to_id(right), c = bpe.token_to_id(both);
     if (!a || !b || !c)
       return invalid_argument("tokenizer.json merge '" + left + " " + right + "' uses a token not in the vocab");
     bpe.merges_->insert(*a, *b, rank++, *c);
@@ -144,11 +175,7 @@ Result<BpeModel> BpeModel::from_json(const json& m) {
   return bpe;
 }
 
-std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
-  auto it = vocab_.find(token);
-  if (it == vocab_.end()) return std::nullopt;
-  return it->second;
-}
+std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const { return vocab_.find(token, tokens_); }
 
 const std::string* BpeModel::id_to_token(int32_t id) const {
   if (id < 0 || id >= static_cast<int32_t>(tokens_.size()) || tokens_[id].empty()) return nullptr;
@@ -224,9 +251,8 @@ void BpeModel::merge_large(std::vector<int32_t>& syms) const {
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
   if (ignore_merges_) {
-    auto it = bytes_vocab_.find(word);
-    if (it != bytes_vocab_.end()) {
-      out.push_back(it->second);
+    if (auto id = bytes_vocab_.find(word, token_raw_)) {
+      out.push_back(*id);
       return;
     }
   }

@@ -24,7 +24,20 @@ struct StringHash {
   using is_transparent = void;
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
-using StringIdMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
+// string -> id, open addressing over one flat slot array; the strings live
+// in the owner's table indexed by id (the vocab), passed to each call, so a
+// lookup touches one slot and one string.
+class FlatStringIdMap {
+ public:
+  // `keys[id]` is the key of `id` ("" = no key).
+  void build(const std::vector<std::string>& keys);
+  std::optional<int32_t> find(std::string_view key, const std::vector<std::string>& keys) const;
+
+ private:
+  std::vector<int32_t> slots_;  // id or -1
+  size_t mask_ = 0;
+};
 
 class BpeModel {
  public:
@@ -52,8 +65,9 @@ class BpeModel {
   void merge_large(std::vector<int32_t>& syms) const;
 
   std::vector<std::string> tokens_;       // id -> vocab string ("" where unused)
-  StringIdMap vocab_;                     // vocab string -> id
-  StringIdMap bytes_vocab_;               // raw bytes of a token -> id
+  std::vector<std::string> token_raw_;    // id -> raw bytes ("" if not byte-level)
+  FlatStringIdMap vocab_;                 // vocab string -> id
+  FlatStringIdMap bytes_vocab_;           // raw bytes of a token -> id
   std::array<int32_t, 256> byte_id_{};    // single byte -> id, -1 if absent
   std::unique_ptr<MergeMap> merges_;
   std::unique_ptr<Cache> cache_;

@@ -9,13 +9,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
 namespace ms {
 namespace {
 
-std::string fixture_dir() { return std::string(MEGASERVE_SOURCE_DIR) + "/tests/fixtures/tokenizer"; }
+using testing_util::fixture_dir;
+using testing_util::read_all;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -10,19 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ms {
 namespace {
 
-std::string fixture_dir() { return std::string(MEGASERVE_SOURCE_DIR) + "/tests/fixtures/tokenizer"; }
-
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testing_util::fixture_dir;
+using testing_util::read_all;
 
 // Loading is slow-ish (6 MB JSON); load each model once per test binary.
 const Tokenizer& model(const std::string& name) {

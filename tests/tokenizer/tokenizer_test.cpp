@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -19,14 +20,8 @@ namespace {
 
 using nlohmann::json;
 
-std::string fixture_dir() { return std::string(MEGASERVE_SOURCE_DIR) + "/tests/fixtures/tokenizer"; }
-
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testing_util::fixture_dir;
+using testing_util::read_all;
 
 const Tokenizer& model(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Tokenizer>> cache;

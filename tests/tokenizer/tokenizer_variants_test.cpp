@@ -9,19 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ms {
 namespace {
 
-std::string fixture_dir() { return std::string(MEGASERVE_SOURCE_DIR) + "/tests/fixtures/tokenizer"; }
-
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testing_util::fixture_dir;
+using testing_util::read_all;
 
 const nlohmann::json& base_json(const std::string& name) {
   static std::map<std::string, nlohmann::json> cache;
