@@ -1,0 +1,344 @@
+// The engine (make_engine) on the CPU reference backend: concurrent submits,
+// n > 1, max_tokens, stop token ids, seeds, logprobs, cancellation, errors
+// (validation, OutOfRange with the numbers, queue full), a failing backend
+// and shutdown with requests pending. Lives in tests/scheduler because the
+// engine implementation is part of ms_scheduler.
+#include "scheduler/engine_impl.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "engine/generate.h"
+#include "model/model_loader.h"
+#include "ref/ref_backend.h"
+
+namespace ms {
+namespace {
+
+using V = std::vector<int32_t>;
+
+LoadedModel& qwen3() {
+  static std::unique_ptr<LoadedModel> m = [] {
+    auto r = load_model(std::string(MEGASERVE_SOURCE_DIR) + "/tests/fixtures/hf/qwen3");
+    EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+    return std::move(r).value();
+  }();
+  return *m;
+}
+
+std::unique_ptr<RefBackend> backend(int blocks = 256) {
+  LoadedModel& m = qwen3();
+  RefBackendOptions o;
+  o.block_size = 4;
+  o.threads = 1;
+  o.kv_bytes = size_t(2) * m.config.n_kv_heads * m.config.head_dim * 4 * sizeof(float) * blocks * m.config.n_layers;
+  return std::move(RefBackend::create(m.config, m.weights, o)).value();
+}
+
+V prompt_of(int n, int seed) {
+  std::mt19937 rng(seed);
+  V v(n);
+  for (auto& t : v) t = 4 + rng() % 500;
+  return v;
+}
+
+V greedy_reference(const V& prompt, int max_tokens) {
+  auto b = backend();
+  GenerateOptions go;
+  go.max_new_tokens = max_tokens;
+  go.stop_at_eos = false;
+  return std::move(generate_greedy(*b, prompt, go)).value();
+}
+
+struct Collected {
+  std::vector<V> tokens;
+  std::vector<std::vector<TokenEvent>> events;
+  std::vector<FinishEvent> finish;
+  bool complete = false;
+};
+
+Collected collect(RequestChannel& ch, int n, int timeout_ms = 30000) {
+  Collected c;
+  c.tokens.resize(n);
+  c.events.resize(n);
+  c.finish.resize(n);
+  int done = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (done < n && std::chrono::steady_clock::now() < deadline) {
+    for (auto& item : ch.pop_all(50)) {
+      if (item.token) {
+        c.tokens[item.token->choice].push_back(item.token->token);
+        c.events[item.token->choice].push_back(*item.token);
+      }
+      if (item.finish) {
+        c.finish[item.finish->choice] = *item.finish;
+        ++done;
+      }
+    }
+  }
+  c.complete = done == n;
+  return c;
+}
+
+Request make_request(const V& prompt, int max_tokens, int n = 1) {
+  Request r;
+  r.id = "test";
+  r.prompt = prompt;
+  r.max_tokens = max_tokens;
+  r.n = n;
+  r.sampling.temperature = 0;
+  r.sampling.ignore_eos = true;
+  r.channel = std::make_shared<RequestChannel>();
+  return r;
+}
+
+std::unique_ptr<Engine> start(EngineOptions opt = {}, int blocks = 256) {
+  auto e = make_engine(backend(blocks), opt);
+  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+  return std::move(e).value();
+}
+
+TEST(Engine, ConcurrentSubmitsFromSeveralThreads) {
+  EngineOptions opt;
+  opt.max_batch = 5;
+  opt.prefill_chunk = 16;
+  auto engine = start(opt);
+  const int kThreads = 4, kPerThread = 4;
+  std::vector<V> prompts;
+  for (int i = 0; i < kThreads * kPerThread; ++i) prompts.push_back(prompt_of(5 + (i * 5) % 20, i));
+  std::vector<Collected> results(prompts.size());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kPerThread; ++k) {
+        int i = t * kPerThread + k;
+        Request r = make_request(prompts[i], 8);
+        auto ch = r.channel;
+        ASSERT_TRUE(engine->submit(std::move(r)).is_ok());
+        results[i] = collect(*ch, 1);
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(results[i].complete) << i;
+    EXPECT_EQ(results[i].tokens[0], greedy_reference(prompts[i], 8)) << i;
+    EXPECT_EQ(results[i].finish[0].reason, FinishReason::kLength);
+    EXPECT_EQ(results[i].finish[0].completion_tokens, 8);
+    EXPECT_EQ(results[i].finish[0].prompt_tokens, static_cast<int>(prompts[i].size()));
+  }
+  EngineStats st = engine->stats();
+  EXPECT_EQ(st.requests_finished, prompts.size());
+  EXPECT_EQ(st.generation_tokens, 8 * prompts.size());
+  EXPECT_EQ(st.kv_blocks_used, 0);
+  EXPECT_TRUE(st.healthy);
+}
+
+TEST(Engine, NChoicesShareThePromptAndFollowTheirSeeds) {
+  auto engine = start();
+  V prompt = prompt_of(14, 3);
+  Request r = make_request(prompt, 6, 3);
+  auto ch = r.channel;
+  ASSERT_TRUE(engine->submit(std::move(r)).is_ok());
+  Collected c = collect(*ch, 3);
+  ASSERT_TRUE(c.complete);
+  V want = greedy_reference(prompt, 6);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c.tokens[i], want) << i;
+  EXPECT_EQ(c.finish[1].cached_prompt_tokens, 12);  // 3 full blocks of the first choice
+  EXPECT_EQ(c.finish[2].cached_prompt_tokens, 12);
+
+  // Sampled with a seed: same seed -> same choices; choices differ from each other.
+  auto run = [&](uint64_t seed) {
+    Request q = make_request(prompt, 10, 2);
+    q.sampling.temperature = 1.5f;
+    q.sampling.seed = seed;
+    auto qc = q.channel;
+    EXPECT_TRUE(engine->submit(std::move(q)).is_ok());
+    return collect(*qc, 2).tokens;
+  };
+  auto a = run(77), b = run(77), d = run(78);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a[0], a[1]);
+  EXPECT_NE(a, d);
+}
+
+TEST(Engine, StopTokenIdsAndEos) {
+  auto engine = start();
+  V prompt = prompt_of(9, 4);
+  V want = greedy_reference(prompt, 10);
+  Request r = make_request(prompt, 10);
+  r.stop_token_ids = {want[3]};
+  auto ch = r.channel;
+  ASSERT_TRUE(engine->submit(std::move(r)).is_ok());
+  Collected c = collect(*ch, 1);
+  ASSERT_TRUE(c.complete);
+  size_t first = std::find(want.begin(), want.end(), want[3]) - want.begin();
+  EXPECT_EQ(c.tokens[0], V(want.begin(), want.begin() + first + 1));  // the stop token is reported, then stop
+  EXPECT_EQ(c.finish[0].reason, FinishReason::kStop);
+}
+
+TEST(Engine, LogprobsAreReported) {
+  auto engine = start();
+  Request r = make_request(prompt_of(6, 5), 4);
+  r.sampling.logprobs = 3;
+  auto ch = r.channel;
+  ASSERT_TRUE(engine->submit(std::move(r)).is_ok());
+  Collected c = collect(*ch, 1);
+  ASSERT_TRUE(c.complete);
+  for (const TokenEvent& e : c.events[0]) {
+    ASSERT_EQ(e.top.size(), 3u);
+    EXPECT_EQ(e.top[0].token, e.token);  // greedy: the chosen token is the most likely
+    EXPECT_FLOAT_EQ(e.top[0].logprob, e.logprob);
+    EXPECT_LE(e.logprob, 0.f);
+    EXPECT_GE(e.top[0].logprob, e.top[1].logprob);
+  }
+}
+
+TEST(Engine, ValidationErrors) {
+  EngineOptions opt;
+  opt.max_model_len = 100;
+  auto engine = start(opt);
+  EXPECT_EQ(engine->max_model_len(), 100);
+  Status st = engine->submit(make_request(prompt_of(90, 1), 20));
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(st.message().find("90"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("20"), std::string::npos);
+  EXPECT_NE(st.message().find("110"), std::string::npos);
+  EXPECT_NE(st.message().find("100"), std::string::npos);
+  EXPECT_EQ(engine->submit(make_request({}, 4)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->submit(make_request({1, 512}, 4)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->submit(make_request({1, -1}, 4)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->submit(make_request({1, 2}, 4, 0)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->submit(make_request({1, 2}, 4, kMaxChoices + 1)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->submit(make_request({1, 2}, 0)).code(), StatusCode::kInvalidArgument);
+  Request bad = make_request({1, 2}, 4);
+  bad.sampling.top_p = 2;
+  EXPECT_EQ(engine->submit(std::move(bad)).code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(make_engine(backend(), EngineOptions{9, 512, 256, 0, true}).is_ok());
+  EXPECT_FALSE(make_engine(backend(), EngineOptions{0, 512, 256, 0, true}).is_ok());
+}
+
+TEST(Engine, QueueFullIsResourceExhausted) {
+  EngineOptions opt;
+  opt.max_batch = 1;
+  opt.max_waiting = 2;
+  auto engine = start(opt);
+  std::vector<std::shared_ptr<RequestChannel>> accepted;
+  int rejected = 0;
+  for (int i = 0; i < 12; ++i) {
+    Request r = make_request(prompt_of(8, i), 40);
+    auto ch = r.channel;
+    Status st = engine->submit(std::move(r));
+    if (st.is_ok()) {
+      accepted.push_back(ch);
+    } else {
+      EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.to_string();
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 0);
+  for (auto& ch : accepted) EXPECT_TRUE(collect(*ch, 1, 60000).complete);
+}
+
+TEST(Engine, CancellationFreesKv) {
+  auto engine = start();
+  Request r = make_request(prompt_of(20, 6), 200);
+  auto ch = r.channel;
+  ASSERT_TRUE(engine->submit(std::move(r)).is_ok());
+  // Wait for the first token, then cancel.
+  bool got = false;
+  for (int i = 0; i < 400 && !got; ++i)
+    for (auto& item : ch->pop_all(50)) got |= item.token.has_value();
+  ASSERT_TRUE(got);
+  EXPECT_GT(engine->stats().kv_blocks_used, 0);
+  ch->cancel();
+  Collected c = collect(*ch, 1);
+  ASSERT_TRUE(c.complete);
+  EXPECT_EQ(c.finish[0].reason, FinishReason::kCancelled);
+  for (int i = 0; i < 100 && engine->stats().kv_blocks_used != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+}
+
+// Fails every step after the first `ok_steps` with the given code.
+class FailingBackend final : public Backend {
+ public:
+  FailingBackend(std::unique_ptr<Backend> inner, int ok_steps, StatusCode code)
+      : inner_(std::move(inner)), ok_steps_(ok_steps), code_(code) {}
+  const char* name() const override { return "failing"; }
+  const ModelConfig& config() const override { return inner_->config(); }
+  const KvSpec& kv_spec() const override { return inner_->kv_spec(); }
+  Status step(const std::vector<SeqWork>& batch, StepResult* out) override {
+    if (ok_steps_-- > 0) return inner_->step(batch, out);
+    return Status(code_, "injected fault");
+  }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  int ok_steps_;
+  StatusCode code_;
+};
+
+TEST(Engine, DeviceFaultFailsRequestsAndMarksUnhealthy) {
+  auto e = make_engine(std::make_unique<FailingBackend>(backend(), 3, StatusCode::kInternal), EngineOptions{});
+  ASSERT_TRUE(e.is_ok());
+  auto& engine = *e;
+  Request r = make_request(prompt_of(6, 7), 20);
+  auto ch = r.channel;
+  ASSERT_TRUE(engine->submit(std::move(r)).is_ok());
+  Collected c = collect(*ch, 1);
+  ASSERT_TRUE(c.complete);
+  EXPECT_EQ(c.finish[0].reason, FinishReason::kError);
+  EXPECT_NE(c.finish[0].error.message().find("injected fault"), std::string::npos);
+  EXPECT_EQ(c.tokens[0].size(), 3u);
+  for (int i = 0; i < 100 && engine->stats().healthy; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_FALSE(engine->stats().healthy);
+  EXPECT_EQ(engine->submit(make_request({1, 2}, 2)).code(), StatusCode::kUnavailable);
+}
+
+TEST(Engine, NonFatalStepErrorFailsOnlyThatStep) {
+  auto e = make_engine(std::make_unique<FailingBackend>(backend(), 0, StatusCode::kInvalidArgument), EngineOptions{});
+  ASSERT_TRUE(e.is_ok());
+  Request r = make_request(prompt_of(6, 8), 5);
+  auto ch = r.channel;
+  ASSERT_TRUE((*e)->submit(std::move(r)).is_ok());
+  Collected c = collect(*ch, 1);
+  ASSERT_TRUE(c.complete);
+  EXPECT_EQ(c.finish[0].reason, FinishReason::kError);
+  EXPECT_TRUE((*e)->stats().healthy);
+}
+
+TEST(Engine, ShutdownFinishesPendingRequests) {
+  EngineOptions opt;
+  opt.max_batch = 1;
+  auto engine = start(opt);
+  std::vector<std::shared_ptr<RequestChannel>> chans;
+  for (int i = 0; i < 4; ++i) {
+    Request r = make_request(prompt_of(10, i), 200, 2);
+    chans.push_back(r.channel);
+    ASSERT_TRUE(engine->submit(std::move(r)).is_ok());
+  }
+  engine->shutdown();
+  for (auto& ch : chans) {
+    Collected c = collect(*ch, 2, 5000);
+    ASSERT_TRUE(c.complete);
+    for (const auto& f : c.finish) EXPECT_EQ(f.reason, FinishReason::kError);
+  }
+  EXPECT_EQ(engine->submit(make_request({1, 2}, 2)).code(), StatusCode::kUnavailable);
+  engine->shutdown();  // idempotent
+}
+
+TEST(Engine, RequestLargerThanTheKvCacheIsRejected) {
+  auto engine = start({}, 8);  // 8 blocks of 4 tokens per group
+  Status st = engine->submit(make_request(prompt_of(30, 1), 10));
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
+  Request ok = make_request(prompt_of(20, 1), 10);
+  auto ch = ok.channel;
+  EXPECT_TRUE(engine->submit(std::move(ok)).is_ok());
+  EXPECT_TRUE(collect(*ch, 1).complete);
+}
+
+}  // namespace
+}  // namespace ms
