@@ -242,26 +242,6 @@ TEST(Engine, QueueFullIsResourceExhausted) {
   for (auto& ch : accepted) EXPECT_TRUE(collect(*ch, 1, 60000).complete);
 }
 
-TEST(Engine, CancellationFreesKv) {
-  auto engine = start();
-  Request r = make_request(prompt_of(20, 6), 200);
-  auto ch = r.channel;
-  ASSERT_TRUE(engine->submit(std::move(r)).is_ok());
-  // Wait for the first token, then cancel.
-  bool got = false;
-  for (int i = 0; i < 400 && !got; ++i)
-    for (auto& item : ch->pop_all(50)) got |= item.token.has_value();
-  ASSERT_TRUE(got);
-  EXPECT_GT(engine->stats().kv_blocks_used, 0);
-  ch->cancel();
-  Collected c = collect(*ch, 1);
-  ASSERT_TRUE(c.complete);
-  EXPECT_EQ(c.finish[0].reason, FinishReason::kCancelled);
-  for (int i = 0; i < 100 && engine->stats().kv_blocks_used != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(engine->stats().kv_blocks_used, 0);
-}
-
 // Fails every step after the first `ok_steps` with the given code.
 class FailingBackend final : public Backend {
  public:
@@ -280,6 +260,48 @@ class FailingBackend final : public Backend {
   int ok_steps_;
   StatusCode code_;
 };
+
+// Sleeps before each step so a test can act while a request is running.
+class SlowBackend final : public Backend {
+ public:
+  explicit SlowBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  const char* name() const override { return "slow"; }
+  const ModelConfig& config() const override { return inner_->config(); }
+  const KvSpec& kv_spec() const override { return inner_->kv_spec(); }
+  Status step(const std::vector<SeqWork>& batch, StepResult* out) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    return inner_->step(batch, out);
+  }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+};
+
+TEST(Engine, CancellationFreesKv) {
+  auto e = make_engine(std::make_unique<SlowBackend>(backend()), EngineOptions{});
+  ASSERT_TRUE(e.is_ok());
+  auto& engine = *e;
+  Request r = make_request(prompt_of(20, 6), 200);
+  auto ch = r.channel;
+  ASSERT_TRUE(engine->submit(std::move(r)).is_ok());
+  // Wait for the first token, then cancel.
+  int tokens = 0;
+  for (int i = 0; i < 400 && tokens == 0; ++i)
+    for (auto& item : ch->pop_all(50)) tokens += item.token.has_value();
+  ASSERT_GT(tokens, 0);
+  // Stats are published after each step: poll.
+  for (int i = 0; i < 100 && engine->stats().kv_blocks_used == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_GT(engine->stats().kv_blocks_used, 0);
+  ch->cancel();
+  Collected c = collect(*ch, 1);
+  ASSERT_TRUE(c.complete);
+  EXPECT_EQ(c.finish[0].reason, FinishReason::kCancelled);
+  EXPECT_LT(c.finish[0].completion_tokens, 200);
+  for (int i = 0; i < 100 && engine->stats().kv_blocks_used != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+}
 
 TEST(Engine, DeviceFaultFailsRequestsAndMarksUnhealthy) {
   auto e = make_engine(std::make_unique<FailingBackend>(backend(), 3, StatusCode::kInternal), EngineOptions{});
