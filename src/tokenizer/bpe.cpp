@@ -55,7 +55,7 @@ struct BpeModel::MergeMap {
 // Word -> ids cache. Readers share the lock; it stops growing at kCapacity.
 struct BpeModel::Cache {
   static constexpr size_t kCapacity = 200000;
-  static constexpr size_t kMaxWordBytes = 256;
+  static constexpr size_t kMaxWordBytes = 1024;
   mutable std::shared_mutex mu;
   std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
 };
