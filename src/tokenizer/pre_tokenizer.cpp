@@ -84,9 +84,11 @@ class Regex {
     size_t pos = 0, last = 0;
     const auto subject = reinterpret_cast<PCRE2_SPTR>(s);
     while (pos <= n) {
-      const int rc = jit_ ? pcre2_jit_match(code_, subject, n, pos, 0, ts.md, ts.ctx)
-                          : pcre2_match(code_, subject, n, pos, 0, ts.md, ts.ctx);
-      if (rc < 0) break;  // no match (or a resource error: the rest stays one part)
+      int rc = jit_ ? pcre2_jit_match(code_, subject, n, pos, 0, ts.md, ts.ctx)
+                    : pcre2_match(code_, subject, n, pos, 0, ts.md, ts.ctx);
+      if (rc < 0 && rc != PCRE2_ERROR_NOMATCH && jit_)  // e.g. JIT stack exhausted: retry interpreted
+        rc = pcre2_match(code_, subject, n, pos, 0, ts.md, nullptr);
+      if (rc < 0) break;  // no further match (a resource error also ends here)
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(ts.md);
       const size_t b = ov[0], e = ov[1];
       if (e == b) {  // empty match: not a delimiter; step one code point
