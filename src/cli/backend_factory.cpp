@@ -1,6 +1,10 @@
 #include "cli/backend_factory.h"
 
 #include "ref/ref_backend.h"
+#ifdef MEGASERVE_WITH_CUDA
+#include "gpu/common/device_info.h"
+#include "gpu/layered_backend.h"
+#endif
 
 namespace ms::cli {
 
@@ -13,7 +17,20 @@ Result<std::unique_ptr<Backend>> make_backend(const LoadedModel& model, const Ba
     MS_ASSIGN_OR_RETURN(auto b, RefBackend::create(model.config, model.weights, o));
     return std::unique_ptr<Backend>(std::move(b));
   }
-  return invalid_argument("flag --backend: unknown backend '" + choice.name + "' (available: ref)");
+  if (choice.name == "layered") {
+#ifdef MEGASERVE_WITH_CUDA
+    if (!gpu::has_gpu()) return unavailable("--backend layered: no CUDA GPU is available");
+    gpu::LayeredBackendOptions o;
+    o.block_size = choice.block_size;
+    o.kv_bytes = choice.kv_bytes;
+    MS_ASSIGN_OR_RETURN(auto b, gpu::LayeredBackend::create(model.config, model.weights, o));
+    return std::unique_ptr<Backend>(std::move(b));
+#else
+    return unavailable("--backend layered: this build has no CUDA support (no nvcc at configure time)");
+#endif
+  }
+  if (choice.name == "megakernel") return unimplemented("--backend megakernel is not implemented yet");
+  return invalid_argument("flag --backend: unknown backend '" + choice.name + "' (available: ref, layered)");
 }
 
 }  // namespace ms::cli

@@ -19,7 +19,7 @@ int cmd_generate(const std::vector<std::string>& args) {
       .add("prompt", "prompt text (needs tokenizer.json in the model directory)", "")
       .add("prompt-ids", "prompt as comma-separated token ids", "")
       .add("max-tokens", "tokens to generate", "32")
-      .add("backend", "ref (fp32 CPU reference)", "ref")
+      .add("backend", "ref (fp32 CPU reference) | layered (CUDA, one kernel per op)", "ref")
       .add("prefill-chunk", "prompt tokens per step (0: whole prompt)", "0")
       .add("block-size", "KV block size in tokens", "64")
       .add("threads", "CPU threads for the ref backend (0: all)", "0")

@@ -7,6 +7,7 @@ const std::vector<Command>& commands() {
       {"init-random", cmd_init_random},
       {"generate", cmd_generate},
       {"inspect", cmd_inspect},
+      {"bench", cmd_bench},
   };
   return kCommands;
 }

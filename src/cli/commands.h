@@ -14,6 +14,7 @@ struct Command {
 int cmd_init_random(const std::vector<std::string>& args);
 int cmd_generate(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);
+int cmd_bench(const std::vector<std::string>& args);
 
 const std::vector<Command>& commands();
 

@@ -1,0 +1,131 @@
+// megaserve bench: `bench decode` (decode tok/s per batch size and context,
+// % of speed of light) and `bench serve` (a load generator against any
+// OpenAI-compatible server).
+#include <cstdio>
+#include <fstream>
+
+#include "cli/commands.h"
+#include "core/flags.h"
+#include "model/model_loader.h"
+#ifdef MEGASERVE_WITH_CUDA
+#include "gpu/bench_decode.h"
+#include "gpu/common/device_info.h"
+#include "gpu/layered_backend.h"
+#endif
+
+namespace ms::cli {
+
+namespace {
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "megaserve bench: %s\n", s.message().c_str());
+  return 2;
+}
+
+// "--random nmc-full" -> (arch, size)
+Result<ModelConfig> random_config(const std::string& spec) {
+  auto dash = spec.rfind('-');
+  if (dash == std::string::npos)
+    return invalid_argument("flag --random: expected ARCH-SIZE such as nmc-full or qwen3_moe-tiny, got '" + spec + "'");
+  MS_ASSIGN_OR_RETURN(Arch arch, parse_arch(spec.substr(0, dash)));
+  return preset_config(arch, spec.substr(dash + 1));
+}
+
+int bench_decode_cmd(const std::vector<std::string>& args) {
+  Flags f;
+  f.add("model", "checkpoint directory", "")
+      .add("random", "random weights of a preset shape built on the GPU: nmc-full, qwen3_moe-full, ...", "")
+      .add("backend", "layered (megakernel: not implemented yet)", "layered")
+      .add("batch", "batch sizes, comma-separated (1..8)", "1,2,4,8")
+      .add("context", "context lengths, comma-separated (K = 1024)", "1K,8K")
+      .add("iters", "timed decode steps per point (median reported)", "30")
+      .add("warmup", "untimed steps per point", "5")
+      .add("block-size", "KV block size", "64")
+      .add("seed", "random seed", "1")
+      .add("json", "also write the result as JSON to this file", "");
+  if (Status s = f.parse(args); !s.is_ok()) {
+    std::fprintf(stderr, "%s", f.usage("bench decode").c_str());
+    return fail(s);
+  }
+  if (f.help_requested()) {
+    std::printf("%s", f.usage("bench decode").c_str());
+    return 0;
+  }
+  if (f.str("model").empty() == f.str("random").empty()) return fail(invalid_argument("give exactly one of --model and --random"));
+  if (f.str("backend") == "megakernel") return fail(unimplemented("--backend megakernel is not implemented yet"));
+  if (f.str("backend") != "layered") return fail(invalid_argument("flag --backend: unknown backend '" + f.str("backend") + "'"));
+  auto batches = parse_int_list("batch", f.str("batch"));
+  auto contexts = parse_int_list("context", f.str("context"));
+  if (!batches.is_ok()) return fail(batches.status());
+  if (!contexts.is_ok()) return fail(contexts.status());
+  for (int64_t b : *batches)
+    if (b < 1 || b > 8) return fail(invalid_argument("flag --batch: " + std::to_string(b) + " is outside 1..8"));
+  for (int64_t c : *contexts)
+    if (c < 1) return fail(invalid_argument("flag --context: must be positive"));
+  auto iters = f.integer("iters", 1, 100000);
+  auto warmup = f.integer("warmup", 0, 100000);
+  auto block = f.integer("block-size", 1, 1024);
+  auto seed = f.integer("seed", 0, INT64_MAX);
+  for (const auto* r : {&iters, &warmup, &block, &seed})
+    if (!r->is_ok()) return fail(r->status());
+#ifdef MEGASERVE_WITH_CUDA
+  if (!gpu::has_gpu()) return fail(unavailable("bench decode needs a CUDA GPU; none is available"));
+  std::unique_ptr<LoadedModel> model;
+  ModelConfig cfg;
+  if (!f.str("model").empty()) {
+    auto m = load_model(f.str("model"), [](const std::string& s) { std::fprintf(stderr, "load: %s\n", s.c_str()); });
+    if (!m.is_ok()) return fail(m.status());
+    model = std::move(*m);
+    cfg = model->config;
+  } else {
+    auto c = random_config(f.str("random"));
+    if (!c.is_ok()) return fail(c.status());
+    cfg = *c;
+  }
+  int max_b = 1, max_c = 1;
+  for (int64_t b : *batches) max_b = std::max<int>(max_b, static_cast<int>(b));
+  for (int64_t c : *contexts) max_c = std::max<int>(max_c, static_cast<int>(c));
+  gpu::LayeredBackendOptions o;
+  o.block_size = static_cast<int>(*block);
+  o.kv_bytes = gpu::kv_bytes_for(cfg, o.block_size, max_b, max_c + 64);
+  o.max_context = max_c + 64;
+  std::fprintf(stderr, "bench decode: %s\n", cfg.summary().c_str());
+  Result<std::unique_ptr<gpu::LayeredBackend>> backend =
+      model ? gpu::LayeredBackend::create(cfg, model->weights, o)
+            : gpu::LayeredBackend::create_random(cfg, static_cast<uint64_t>(*seed), o);
+  if (!backend.is_ok()) return fail(backend.status());
+  gpu::BenchDecodeOptions bo;
+  for (int64_t b : *batches) bo.batches.push_back(static_cast<int>(b));
+  bo.batches.erase(bo.batches.begin());
+  for (int64_t c : *contexts) bo.contexts.push_back(static_cast<int>(c));
+  bo.contexts.erase(bo.contexts.begin());
+  bo.iters = static_cast<int>(*iters);
+  bo.warmup = static_cast<int>(*warmup);
+  bo.seed = static_cast<uint64_t>(*seed);
+  auto r = gpu::bench_decode(**backend, bo);
+  if (!r.is_ok()) return fail(r.status());
+  std::printf("%s", gpu::bench_decode_table(*r).c_str());
+  if (!f.str("json").empty()) {
+    std::ofstream out(f.str("json"));
+    out << gpu::bench_decode_json(*r) << "\n";
+    if (!out) return fail(internal_error(f.str("json") + ": write failed"));
+  }
+  return 0;
+#else
+  return fail(unavailable("bench decode needs CUDA; this build has none (no nvcc at configure time)"));
+#endif
+}
+
+}  // namespace
+
+int cmd_bench(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help") {
+    std::fprintf(stderr, "usage: megaserve bench decode [flags]\n");
+    return args.empty() ? 2 : 0;
+  }
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args[0] == "decode") return bench_decode_cmd(rest);
+  return fail(invalid_argument("unknown bench '" + args[0] + "' (decode)"));
+}
+
+}  // namespace ms::cli
