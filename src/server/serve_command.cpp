@@ -1,0 +1,291 @@
+// `megaserve serve`: flags -> ServeConfig -> load model, tokenizer and chat
+// template -> backend -> engine -> HTTP server; SIGINT / SIGTERM shut down
+// the engine (in-flight requests end with an error event) and then the server.
+#include "server/serve_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/flags.h"
+#include "core/log.h"
+#include "model/model_loader.h"
+#include "ref/ref_backend.h"
+#include "scheduler/engine_impl.h"
+#ifdef MEGASERVE_WITH_CUDA
+#include "gpu/layered_backend.h"
+#endif
+
+namespace ms::server {
+namespace {
+
+Flags serve_flags() {
+  Flags f;
+  f.add("model", "checkpoint directory (config.json, *.safetensors, tokenizer.json)")
+      .add("host", "address to bind (default loopback only)", "127.0.0.1")
+      .add("port", "TCP port (0: any free port, printed at start)", "8000")
+      .add("api-key", "require 'Authorization: Bearer KEY' on all endpoints but /health (env MEGASERVE_API_KEY)")
+      .add("served-model-name", "model id in the API (default: the model directory's name)")
+      .add("backend", "ref (fp32 CPU) or layered (CUDA)", "ref")
+      .add("max-batch", "decode rows per step, 1..8", "8")
+      .add("prefill-chunk", "prompt tokens prefilled per step", "512")
+      .add("kv-cache-mb", "KV-cache memory budget in MiB", "512")
+      .add("block-size", "tokens per KV block", "64")
+      .add("max-model-len", "context length limit (0: the model's)", "0")
+      .add("max-waiting", "queued requests before 429", "256")
+      .add("no-prefix-caching", "disable prefix caching", "", true)
+      .add("tool-call-parser", "auto, none, hermes, cohere or llama3_json", "auto")
+      .add("chat-template", "a Jinja chat template file overriding the tokenizer's")
+      .add("threads", "CPU threads of the ref backend (0: all)", "0")
+      .add("http-threads", "HTTP connections served at once", "256")
+      .add("max-body-kb", "largest request body in KiB (413 beyond)", "4096")
+      .add("timeout", "read / write timeout of a connection in seconds", "30")
+      .add("log-level", "debug, info, warn or error", "info");
+  return f;
+}
+
+Status flag_error(const std::string& flag, const Status& s) {
+  if (s.message().find(flag) != std::string::npos) return s;
+  return invalid_argument("--" + flag + ": " + s.message());
+}
+
+Result<LogLevel> parse_log_level(const std::string& s) {
+  if (s == "debug") return LogLevel::kDebug;
+  if (s == "info") return LogLevel::kInfo;
+  if (s == "warn") return LogLevel::kWarn;
+  if (s == "error") return LogLevel::kError;
+  return invalid_argument("--log-level must be debug, info, warn or error, got '" + s + "'");
+}
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result<std::unique_ptr<Backend>> create_backend(const ServeConfig& c, const LoadedModel& m) {
+  size_t kv_bytes = size_t(c.kv_cache_mb) << 20;
+  if (c.backend == "ref") {
+    RefBackendOptions o;
+    o.block_size = c.block_size;
+    o.kv_bytes = kv_bytes;
+    o.threads = c.cpu_threads;
+    MS_ASSIGN_OR_RETURN(auto b, RefBackend::create(m.config, m.weights, o));
+    return std::unique_ptr<Backend>(std::move(b));
+  }
+#ifdef MEGASERVE_WITH_CUDA
+  if (c.backend == "layered") {
+    gpu::LayeredBackendOptions o;
+    o.block_size = c.block_size;
+    o.kv_bytes = kv_bytes;
+    if (c.max_model_len > 0) o.max_context = c.max_model_len;
+    MS_ASSIGN_OR_RETURN(auto b, gpu::LayeredBackend::create(m.config, m.weights, o));
+    return std::unique_ptr<Backend>(std::move(b));
+  }
+#endif
+  return invalid_argument("--backend: unknown backend '" + c.backend + "'");
+}
+
+// Blocks SIGINT / SIGTERM in every thread started after this; one thread sigwait()s.
+sigset_t block_shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return set;
+}
+
+}  // namespace
+
+std::string ServeConfig::summary() const {
+  std::ostringstream o;
+  o << "model=" << model_dir << " served_model_name=" << served_model_name << " backend=" << backend
+    << " host=" << http.host << " port=" << http.port << " api_key=" << (http.api_key.empty() ? "off" : "on")
+    << " max_batch=" << max_batch << " prefill_chunk=" << prefill_chunk << " kv_cache_mb=" << kv_cache_mb
+    << " block_size=" << block_size << " max_model_len=" << max_model_len << " max_waiting=" << max_waiting
+    << " prefix_caching=" << (prefix_caching ? "on" : "off") << " tool_call_parser=" << tool_call_parser
+    << " http_threads=" << http.threads << " max_body_bytes=" << http.max_body_bytes
+    << " timeout_s=" << http.read_timeout_s << " log_level=" << log_level;
+  return o.str();
+}
+
+Result<ServeConfig> parse_serve_args(const std::vector<std::string>& args, bool* help) {
+  *help = false;
+  Flags f = serve_flags();
+  MS_RETURN_IF_ERROR(f.parse(args));
+  if (f.help_requested()) {
+    *help = true;
+    return invalid_argument(f.usage("serve"));
+  }
+  ServeConfig c;
+  c.model_dir = f.str("model");
+  if (c.model_dir.empty()) return invalid_argument("--model is required (a checkpoint directory)");
+  if (!std::filesystem::is_directory(c.model_dir)) {
+    return invalid_argument("--model: '" + c.model_dir + "' is not a directory");
+  }
+  c.served_model_name = f.str("served-model-name");
+  if (c.served_model_name.empty()) {
+    c.served_model_name = std::filesystem::path(c.model_dir).lexically_normal().filename().string();
+    if (c.served_model_name.empty()) {
+      c.served_model_name = std::filesystem::path(c.model_dir).lexically_normal().parent_path().filename().string();
+    }
+  }
+  c.http.host = f.str("host");
+  if (c.http.host.empty()) return invalid_argument("--host must not be empty");
+  auto geti = [&](const char* name, int64_t lo, int64_t hi, int* out) -> Status {
+    auto v = f.integer(name, lo, hi);
+    if (!v.is_ok()) return flag_error(name, v.status());
+    *out = static_cast<int>(*v);
+    return Status::ok();
+  };
+  MS_RETURN_IF_ERROR(geti("port", 0, 65535, &c.http.port));
+  MS_RETURN_IF_ERROR(geti("max-batch", 1, 8, &c.max_batch));
+  MS_RETURN_IF_ERROR(geti("prefill-chunk", 1, 1 << 20, &c.prefill_chunk));
+  MS_RETURN_IF_ERROR(geti("kv-cache-mb", 1, 1 << 24, &c.kv_cache_mb));
+  MS_RETURN_IF_ERROR(geti("block-size", 1, 4096, &c.block_size));
+  MS_RETURN_IF_ERROR(geti("max-model-len", 0, 1 << 24, &c.max_model_len));
+  MS_RETURN_IF_ERROR(geti("max-waiting", 1, 1 << 20, &c.max_waiting));
+  MS_RETURN_IF_ERROR(geti("threads", 0, 1024, &c.cpu_threads));
+  MS_RETURN_IF_ERROR(geti("http-threads", 1, 4096, &c.http.threads));
+  int body_kb = 0, timeout = 0;
+  MS_RETURN_IF_ERROR(geti("max-body-kb", 1, 1 << 20, &body_kb));
+  c.http.max_body_bytes = size_t(body_kb) << 10;
+  MS_RETURN_IF_ERROR(geti("timeout", 1, 3600, &timeout));
+  c.http.read_timeout_s = c.http.write_timeout_s = timeout;
+  c.prefix_caching = !f.boolean("no-prefix-caching");
+  c.backend = f.str("backend");
+#ifdef MEGASERVE_WITH_CUDA
+  if (c.backend != "ref" && c.backend != "layered") {
+    return invalid_argument("--backend must be ref or layered, got '" + c.backend + "'");
+  }
+#else
+  if (c.backend != "ref") return invalid_argument("--backend must be ref (built without CUDA), got '" + c.backend + "'");
+#endif
+  c.tool_call_parser = f.str("tool-call-parser");
+  if (c.tool_call_parser != "auto") {
+    auto fmt = parse_tool_call_format(c.tool_call_parser);
+    if (!fmt.is_ok()) return flag_error("tool-call-parser", fmt.status());
+  }
+  c.chat_template_file = f.str("chat-template");
+  c.log_level = f.str("log-level");
+  MS_RETURN_IF_ERROR(parse_log_level(c.log_level).status());
+  c.http.api_key = f.str("api-key");
+  if (c.http.api_key.empty()) {
+    if (const char* env = std::getenv("MEGASERVE_API_KEY")) c.http.api_key = env;
+  }
+  return c;
+}
+
+int run_serve(const std::vector<std::string>& args) {
+  bool help = false;
+  auto parsed = parse_serve_args(args, &help);
+  if (help) {
+    std::fprintf(stdout, "%s", parsed.status().message().c_str());
+    return 0;
+  }
+  if (!parsed.is_ok()) {
+    std::fprintf(stderr, "megaserve serve: %s\n", parsed.status().message().c_str());
+    return 2;
+  }
+  const ServeConfig& cfg = parsed.value();
+  set_log_level(parse_log_level(cfg.log_level).value());
+  MS_LOG(Info) << "serve: " << cfg.summary();
+  auto fail = [](const Status& s) {
+    MS_LOG(Error) << "serve: " << s.message();
+    return 1;
+  };
+  sigset_t sigs = block_shutdown_signals();
+
+  auto model = load_model(cfg.model_dir);
+  if (!model.is_ok()) return fail(model.status());
+  MS_LOG(Info) << "model: " << (*model)->config.summary();
+  auto tok = Tokenizer::load(cfg.model_dir);
+  if (!tok.is_ok()) return fail(tok.status().with_context("loading the tokenizer"));
+  std::string template_text = tok->chat_template();
+  if (!cfg.chat_template_file.empty()) {
+    auto t = read_text(cfg.chat_template_file);
+    if (!t.is_ok()) return fail(t.status().with_context("--chat-template"));
+    template_text = t.value();
+  }
+  std::optional<ChatTemplate> chat_template;
+  if (!template_text.empty()) {
+    auto t = ChatTemplate::create(template_text);
+    if (!t.is_ok()) return fail(t.status().with_context("parsing the chat template"));
+    chat_template = std::move(t.value());
+  } else {
+    MS_LOG(Warn) << "the tokenizer has no chat template: /v1/chat/completions will answer 400";
+  }
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
+  if (cfg.tool_call_parser == "auto") {
+    nlohmann::json tcfg = nlohmann::json::object();
+    if (auto text = read_text(cfg.model_dir + "/tokenizer_config.json"); text.is_ok()) {
+      tcfg = nlohmann::json::parse(text.value(), nullptr, false);
+      if (tcfg.is_discarded()) tcfg = nlohmann::json::object();
+    }
+    tool_format = detect_tool_call_format(template_text, tcfg);
+  } else {
+    tool_format = parse_tool_call_format(cfg.tool_call_parser).value();
+  }
+  MS_LOG(Info) << "tool-call parser: " << tool_call_format_name(tool_format);
+
+  auto backend = create_backend(cfg, **model);
+  if (!backend.is_ok()) return fail(backend.status());
+  EngineOptions eo;
+  eo.max_batch = cfg.max_batch;
+  eo.prefill_chunk = cfg.prefill_chunk;
+  eo.max_waiting = cfg.max_waiting;
+  eo.max_model_len = cfg.max_model_len;
+  eo.prefix_caching = cfg.prefix_caching;
+  auto engine = make_engine(std::move(backend.value()), eo, std::filesystem::absolute(cfg.model_dir).string());
+  if (!engine.is_ok()) return fail(engine.status());
+
+  Metrics metrics;
+  ServerContext ctx;
+  ctx.engine = engine->get();
+  ctx.tokenizer = &tok.value();
+  ctx.chat_template = chat_template ? &*chat_template : nullptr;
+  ctx.model_name = cfg.served_model_name;
+  ctx.tool_format = tool_format;
+  ctx.metrics = &metrics;
+  ctx.limits.vocab_size = std::min<int>(tok->vocab_size(), (*model)->config.vocab_size);
+  ctx.limits.max_n = kMaxChoices;
+
+  HttpServer http(ctx, cfg.http);
+  if (Status s = http.bind(); !s.is_ok()) {
+    (*engine)->shutdown();
+    return fail(s);
+  }
+  MS_LOG(Info) << "listening on http://" << cfg.http.host << ":" << http.port() << " (model '" << ctx.model_name
+               << "', max_model_len " << ctx.engine->max_model_len() << ")";
+  std::fprintf(stdout, "megaserve: listening on http://%s:%d\n", cfg.http.host.c_str(), http.port());
+  std::fflush(stdout);
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    if (ctx.shutting_down.exchange(true)) return;
+    MS_LOG(Info) << "signal " << sig << ": shutting down";
+    ctx.engine->shutdown();  // pending requests end with an error; streams drain fast
+    http.stop();
+  });
+  http.run();
+  if (!ctx.shutting_down.exchange(true)) {
+    ctx.engine->shutdown();
+    pthread_kill(waiter.native_handle(), SIGTERM);
+  }
+  waiter.join();
+  MS_LOG(Info) << "server stopped";
+  return 0;
+}
+
+}  // namespace ms::server

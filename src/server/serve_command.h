@@ -1,0 +1,41 @@
+// `megaserve serve` and `megaserve bench serve`: entry points for the CLI table.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "server/http_server.h"
+
+namespace ms::server {
+
+// Every serve flag, parsed and validated; logged at start.
+struct ServeConfig {
+  std::string model_dir;
+  std::string served_model_name;  // default: the model directory's base name
+  std::string backend = "ref";    // ref | layered
+  int max_batch = 8;
+  int prefill_chunk = 512;
+  int kv_cache_mb = 512;
+  int block_size = 64;
+  int max_model_len = 0;          // 0: the model's
+  int max_waiting = 256;
+  bool prefix_caching = true;
+  std::string tool_call_parser = "auto";  // auto | none | hermes | cohere | llama3_json
+  std::string chat_template_file;         // overrides the tokenizer's template
+  std::string log_level = "info";
+  int cpu_threads = 0;                    // ref backend threads (0: all)
+  HttpOptions http;
+  std::string summary() const;  // one line, api key redacted
+};
+
+// Parses `serve` flags (env MEGASERVE_API_KEY supplies --api-key). Errors name the flag.
+// *help is set for --help (the usage text is then in the Status message).
+Result<ServeConfig> parse_serve_args(const std::vector<std::string>& args, bool* help);
+
+// `megaserve serve ...`: returns the process exit code (2 for bad flags).
+int run_serve(const std::vector<std::string>& args);
+// `megaserve bench serve ...`.
+int run_bench_serve(const std::vector<std::string>& args);
+
+}  // namespace ms::server
