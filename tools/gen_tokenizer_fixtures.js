@@ -157,11 +157,19 @@ function variants() {
         tok(151672, '\u00e9t\u00e9', { normalized: true }),
         tok(151673, '<|im_start|>system', {}),
         tok(151674, ' spaced tok ', { special: true }),
+        // HF assigns ids itself: the JSON id is ignored (999999 -> next free id,
+        // a token already in the vocab keeps its vocab id).
+        tok(999999, 'zqxj', { single_word: true }),
+        tok(5, 'hello', { special: true }),
+        tok(151675, '<sw>', { single_word: true, lstrip: true, rstrip: true, special: true }),
       ],
       texts: [
         'hello   <mask>   world', '<mask>', '  <mask>', 'x [SEP]   y', 'x[SEP]\n\n y', 'a [BOTH]  b', ' \t[BOTH]\t ',
         'e\u0301te\u0301 was \u00e9t\u00e9!', '<|im_start|>system\nhi<|im_start|>user', 'a spaced tok b', '<mask><mask>[SEP][SEP]',
         '\u00a0\u3000<mask>\u2003end',
+        'zqxj', 'a zqxj b', 'azqxj', 'zqxja', '_zqxj', 'zqxj_', '\u00e9zqxj', 'zqxj\u00fc', '1zqxj', '-zqxj-', 'zqxj zqxj',
+        '\u0663zqxj', '\u01c5zqxj', '\u0301zqxj', '\u00b2zqxj', '\u2160zqxj', '\u02b0zqxj', 'zqxjzqxj', '\u24b6zqxj',
+        '\u200dzqxj', 'zqxj\u203f', 'x<sw>y', ' <sw> ', 'a <sw>b', 'hello world, hello', 'say hello<sw>',
       ],
     },
   ];

@@ -139,6 +139,7 @@ Result<BpeModel> BpeModel::from_json(const json& m) {
       bpe.token_raw_[id] = std::move(*raw);
     }
   }
+  bpe.vocab_count_ = static_cast<int32_t>(vocab.size());
   bpe.vocab_.build(bpe.tokens_);
   bpe.bytes_vocab_.build(bpe.token_raw_);
   if (m.contains("unk_token") && m["unk_token"].is_string()) {

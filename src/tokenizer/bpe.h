@@ -57,6 +57,7 @@ class BpeModel {
   // Vocab string of `id`, or nullptr if the vocab has no such id.
   const std::string* id_to_token(int32_t id) const;
   int32_t max_id() const { return static_cast<int32_t>(tokens_.size()) - 1; }
+  int32_t vocab_count() const { return vocab_count_; }  // entries in "vocab"
 
  private:
   struct MergeMap;
@@ -74,6 +75,7 @@ class BpeModel {
   std::optional<int32_t> unk_id_;
   bool fuse_unk_ = false;
   bool ignore_merges_ = false;
+  int32_t vocab_count_ = 0;
 };
 
 }  // namespace ms

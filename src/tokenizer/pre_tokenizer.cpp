@@ -109,6 +109,20 @@ class Regex {
   bool jit_ = false;
 };
 
+bool is_word_character(char32_t cp) {
+  if (cp < 0x80) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
+  static const std::shared_ptr<const Regex> word = [] {
+    auto r = Regex::compile("[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]", false);
+    return r.is_ok() ? r.value() : nullptr;
+  }();
+  if (!word) return false;
+  std::string s;
+  unicode::append_utf8(s, cp);
+  std::vector<Regex::Part> parts;
+  word->find_parts(s.data(), s.size(), 0, parts);
+  return parts.size() == 1 && parts[0].is_match;
+}
+
 Result<Normalizer> Normalizer::from_json(const json& j) {
   Normalizer n;
   if (j.is_null()) return n;

@@ -24,6 +24,10 @@ struct Span {
 
 class Regex;  // PCRE2 pattern (pre_tokenizer.cpp)
 
+// A word character as Rust's regex \w (Alphabetic, marks, decimal digits,
+// connector punctuation, joiners): what HF checks for single_word added tokens.
+bool is_word_character(char32_t cp);
+
 class Normalizer {
  public:
   // `j` is tokenizer.json's "normalizer" (null allowed).

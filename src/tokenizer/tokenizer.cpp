@@ -145,13 +145,24 @@ static Status check_decoder(const json& j) {
   return unimplemented("tokenizer.json decoder type '" + type + "' is not supported (supported: ByteLevel, Sequence)");
 }
 
+// Ids follow HF tokenizers' AddedVocabulary, not the "id" written in the
+// file: a token already in the vocab (or already added) keeps that id; a new
+// one gets the next id after the vocab and the added tokens.
 Status Tokenizer::add_added_token(AddedToken t) {
-  if (t.id < 0) return invalid_argument("added token '" + t.content + "' has a negative id");
   for (AddedToken& a : added_) {
-    if (a.id == t.id) {
+    if (a.content == t.content) {
+      t.id = a.id;
       a = std::move(t);
       return Status::ok();
     }
+  }
+  if (auto id = model_.token_to_id(t.content)) {
+    t.id = *id;
+  } else {
+    const int32_t vocab_count = model_.vocab_count();
+    int32_t max_added = -1;
+    for (const AddedToken& a : added_) max_added = std::max(max_added, a.id);
+    t.id = (max_added >= vocab_count || (max_added >= 0 && vocab_count == 0)) ? max_added + 1 : vocab_count;
   }
   added_.push_back(std::move(t));
   return Status::ok();
@@ -165,8 +176,7 @@ static Result<AddedToken> parse_added_token(const json& a, int32_t id) {
   t.lstrip = a.value("lstrip", false);
   t.rstrip = a.value("rstrip", false);
   t.normalized = a.value("normalized", !t.special);
-  if (a.value("single_word", false))
-    return unimplemented("added token '" + t.content + "': single_word is not supported");
+  t.single_word = a.value("single_word", false);
   if (t.content.empty()) return invalid_argument("added token with id " + std::to_string(id) + " is empty");
   return t;
 }
@@ -207,7 +217,9 @@ Status Tokenizer::load_side_files(const std::string& dir) {
     if (config.contains("added_tokens_decoder") && config["added_tokens_decoder"].is_object()) {
       for (auto it = config["added_tokens_decoder"].begin(); it != config["added_tokens_decoder"].end(); ++it) {
         const int32_t id = std::stoi(it.key());
-        const bool known = std::any_of(added_.begin(), added_.end(), [&](const AddedToken& a) { return a.id == id; });
+        const std::string content = it.value().value("content", std::string());
+        const bool known = std::any_of(added_.begin(), added_.end(),
+                                       [&](const AddedToken& a) { return a.id == id || a.content == content; });
         if (known) continue;  // tokenizer.json wins, as in transformers
         MS_ASSIGN_OR_RETURN(AddedToken t, parse_added_token(it.value(), id));
         MS_RETURN_IF_ERROR(add_added_token(std::move(t)));
@@ -369,6 +381,14 @@ static void split_added(const AddedTokenMatcher& m, std::string_view text, bool 
     if (!match) break;
     size_t b = match->begin, e = match->end;
     const AddedToken& t = tokens[match->index];
+    if (t.single_word) {  // HF: no word character (regex \w) right before or after
+      auto before = b > 0 ? char_before(text, b) : std::nullopt;
+      const unicode::Decoded after = e < text.size() ? unicode::decode_utf8(text, e) : unicode::Decoded{0, 0, false};
+      if ((before && is_word_character(before->second)) || (after.valid && is_word_character(after.cp))) {
+        pos = e;  // the match is consumed, as HF's non-overlapping search does
+        continue;
+      }
+    }
     if (t.lstrip) {
       while (b > start) {
         auto c = char_before(text, b);

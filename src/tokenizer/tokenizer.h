@@ -27,6 +27,7 @@ struct AddedToken {
   bool lstrip = false;
   bool rstrip = false;
   bool normalized = false;
+  bool single_word = false;  // match only when not inside a word
 };
 
 class AddedTokenMatcher;  // tokenizer.cpp

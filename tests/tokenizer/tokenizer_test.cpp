@@ -312,7 +312,6 @@ TEST(Tokenizer, BadFilesFailWithClearErrors) {
       {"no decoder", [](json& j) { j["decoder"] = nullptr; }, StatusCode::kUnimplemented, "decoder"},
       {"post-processor", [](json& j) { j["post_processor"] = {{"type", "BertProcessing"}}; }, StatusCode::kUnimplemented, "BertProcessing"},
       {"truncation", [](json& j) { j["truncation"] = {{"max_length", 8}}; }, StatusCode::kUnimplemented, "truncation"},
-      {"single_word", [](json& j) { j["added_tokens"][0]["single_word"] = true; }, StatusCode::kUnimplemented, "single_word"},
       {"merge not in vocab", [](json& j) { j["model"]["merges"].push_back("zz qq"); }, StatusCode::kInvalidArgument, "zz qq"},
       {"merge malformed", [](json& j) { j["model"]["merges"].push_back("onlyone"); }, StatusCode::kInvalidArgument, "onlyone"},
       {"vocab wrong type", [](json& j) { j["model"]["vocab"] = 5; }, StatusCode::kInvalidArgument, "vocab"},
