@@ -20,6 +20,8 @@ for f in config.json tokenizer.json; do
 done
 export MEGASERVE_E2E_MODEL
 
+files=()
+for f in "$@"; do files+=("$(realpath "$f")"); done
 cd "$here"
 # Idempotent: install only when node_modules does not match the lock file.
 stamp=node_modules/.megaserve-lock.sha256
@@ -29,5 +31,5 @@ if [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
   echo "$want" > "$stamp"
 fi
 
-if [[ $# -gt 0 ]]; then files=("$@"); else files=(*.test.mjs); fi
+[[ ${#files[@]} -gt 0 ]] || files=(*.test.mjs)
 exec node --test --test-concurrency=1 "${files[@]}"
