@@ -294,7 +294,9 @@ Status Tokenizer::finalize() {
     if (id < 0 || id >= vocab_size_) return invalid_argument("post_processor uses unknown id " + std::to_string(id));
   for (int32_t id : suffix_ids_)
     if (id < 0 || id >= vocab_size_) return invalid_argument("post_processor uses unknown id " + std::to_string(id));
-  if (!bos_id_ && !bos_token_.empty()) bos_id_ = token_to_id(bos_token_);
+  // tokenizer_config's bos_token wins over generation_config's bos_token_id.
+  if (!bos_token_.empty())
+    if (auto id = token_to_id(bos_token_)) bos_id_ = *id;
   if (!eos_token_.empty()) {
     if (auto id = token_to_id(eos_token_); id && std::find(eos_ids_.begin(), eos_ids_.end(), *id) == eos_ids_.end())
       eos_ids_.insert(eos_ids_.begin(), *id);
