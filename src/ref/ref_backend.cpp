@@ -3,9 +3,18 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/dtype.h"
 #include "ref/ref_ops.h"
 
 namespace ms {
+namespace {
+
+// emulate_bf16_activations: what storing n floats to a bf16 tensor does.
+void round_bf16_n(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = round_bf16(x[i]);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<RefBackend>> RefBackend::create(const ModelConfig& cfg, const ModelWeights& w,
                                                        const RefBackendOptions& opt) {
@@ -19,6 +28,8 @@ Result<std::unique_ptr<RefBackend>> RefBackend::create(const ModelConfig& cfg, c
   b->lm_head_is_embed_ = w.lm_head.data == w.embed.data;
   if (!b->lm_head_is_embed_) b->lm_head_ = w.lm_head.to_f32();
   b->inv_freq_ = ref_rope_inv_freq(cfg);
+  b->bf16_ = opt.emulate_bf16_activations;
+  b->routing_.assign(cfg.n_layers, {});
   b->layers_.resize(cfg.n_layers);
   auto cvt = [](const MatView& m) { return m.empty() ? std::vector<float>() : m.to_f32(); };
   for (int i = 0; i < cfg.n_layers; ++i) {
@@ -58,6 +69,7 @@ float* RefBackend::kv_slot(std::vector<float>& cache, int32_t block, int kvh, in
 Status RefBackend::step(const std::vector<SeqWork>& batch, StepResult* out) {
   MS_RETURN_IF_ERROR(validate_batch(kv_, cfg_, batch));
   out->logits.assign(batch.size(), {});
+  for (auto& r : routing_) r.clear();
   for (size_t i = 0; i < batch.size(); ++i)
     run_sequence(batch[i], batch[i].need_logits ? &out->logits[i] : nullptr);
   return Status::ok();
@@ -66,25 +78,34 @@ Status RefBackend::step(const std::vector<SeqWork>& batch, StepResult* out) {
 void RefBackend::run_sequence(const SeqWork& w, std::vector<float>* logits) {
   const int64_t T = static_cast<int64_t>(w.tokens.size()), H = cfg_.hidden;
   std::vector<float> x(T * H), h(T * H), attn(T * H), mlp(T * H);
+  std::vector<float> hb(bf16_ ? T * H : 0);  // bf16 mode: h rounded, the matmul input (h stays the router input)
+  auto mm_in = [&]() -> const float* {
+    if (!bf16_) return h.data();
+    std::copy(h.begin(), h.end(), hb.begin());
+    round_bf16_n(hb.data(), T * H);
+    return hb.data();
+  };
   for (int64_t t = 0; t < T; ++t)
     std::copy_n(embed_.data() + int64_t(w.tokens[t]) * H, H, x.data() + t * H);
   for (int li = 0; li < cfg_.n_layers; ++li) {
     Layer& l = layers_[li];
     ref_norm(cfg_.norm, x.data(), l.attn_norm.data(), h.data(), T, H, cfg_.norm_eps);
-    attention(li, w, h.data(), attn.data());
+    const float* hm = mm_in();
+    attention(li, w, hm, attn.data());
     if (cfg_.parallel_block) {
-      ffn(li, h.data(), mlp.data(), T);
+      ffn(li, hm, h.data(), mlp.data(), T);
       for (int64_t i = 0; i < T * H; ++i) x[i] = x[i] + attn[i] + mlp[i];
     } else {
       for (int64_t i = 0; i < T * H; ++i) x[i] += attn[i];
       ref_norm(cfg_.norm, x.data(), l.ffn_norm.data(), h.data(), T, H, cfg_.norm_eps);
-      ffn(li, h.data(), mlp.data(), T);
+      ffn(li, mm_in(), h.data(), mlp.data(), T);
       for (int64_t i = 0; i < T * H; ++i) x[i] += mlp[i];
     }
   }
   if (!logits) return;
   std::vector<float> last(H);
   ref_norm(cfg_.norm, x.data() + (T - 1) * H, final_norm_.data(), last.data(), 1, H, cfg_.norm_eps);
+  if (bf16_) round_bf16_n(last.data(), H);
   logits->assign(cfg_.vocab_size, 0.f);
   const float* head = lm_head_is_embed_ ? embed_.data() : lm_head_.data();
   ref_matmul(last.data(), head, nullptr, logits->data(), 1, cfg_.vocab_size, H, pool_.get());
@@ -114,6 +135,10 @@ void RefBackend::attention(int li, const SeqWork& w, const float* h, float* out)
       ref_rope(q.data() + t * qw, nh, hd, pos, inv_freq_.data(), cfg_.rope_style);
       ref_rope(k.data() + t * kvw, nkv, hd, pos, inv_freq_.data(), cfg_.rope_style);
     }
+    if (bf16_) {  // the bf16 KV cache
+      round_bf16_n(k.data() + t * kvw, kvw);
+      round_bf16_n(v.data() + t * kvw, kvw);
+    }
     const int32_t blk = table[pos / bs];
     for (int kh = 0; kh < nkv; ++kh) {
       std::copy_n(k.data() + t * kvw + kh * hd, hd, kv_slot(l.k_cache, blk, kh, pos % bs));
@@ -138,6 +163,7 @@ void RefBackend::attention(int li, const SeqWork& w, const float* h, float* out)
       ref_attention_one(q.data() + t * qw, nh, nkv, hd, pos - first + 1, key, val, o.data() + t * qw);
     }
   });
+  if (bf16_) round_bf16_n(o.data(), T * qw);
   ref_matmul(o.data(), l.o.data(), l.o_bias.empty() ? nullptr : l.o_bias.data(), out, T, H, qw, pool_.get());
 }
 
@@ -148,10 +174,11 @@ void RefBackend::dense_mlp(const float* gate, const float* up, const float* down
   ref_matmul(h, gate, nullptr, g.data(), T, F, H, pool_.get());
   ref_matmul(h, up, nullptr, u.data(), T, F, H, pool_.get());
   ref_swiglu(g.data(), u.data(), a.data(), T * F);
+  if (bf16_) round_bf16_n(a.data(), T * F);
   ref_matmul(a.data(), down, nullptr, out, T, H, F, pool_.get());
 }
 
-void RefBackend::ffn(int li, const float* h, float* out, int64_t T) {
+void RefBackend::ffn(int li, const float* h, const float* h_router, float* out, int64_t T) {
   Layer& l = layers_[li];
   const int64_t H = cfg_.hidden;
   if (!cfg_.layers[li].moe) {
@@ -160,10 +187,11 @@ void RefBackend::ffn(int li, const float* h, float* out, int64_t T) {
   }
   const int E = cfg_.n_experts;
   std::vector<float> logits(T * E), y(H);
-  ref_matmul(h, l.router.data(), nullptr, logits.data(), T, E, H, pool_.get());
+  ref_matmul(h_router, l.router.data(), nullptr, logits.data(), T, E, H, pool_.get());
   std::fill(out, out + T * H, 0.f);
   for (int64_t t = 0; t < T; ++t) {
     RouteChoice rc = ref_route(cfg_, logits.data() + t * E);
+    routing_[li].insert(routing_[li].end(), rc.experts.begin(), rc.experts.end());
     float* o = out + t * H;
     for (size_t k = 0; k < rc.experts.size(); ++k) {
       const Expert& e = l.experts[rc.experts[k]];

@@ -16,6 +16,14 @@ struct RefBackendOptions {
   int block_size = 64;
   size_t kv_bytes = size_t(256) << 20;  // KV budget (fp32 elements)
   int threads = 0;                       // 0: all hardware threads
+  // Debug / GPU oracle (default off): round to bf16 exactly where the layered
+  // CUDA backend stores bf16 (docs/gpu-layered.md, "Data and precision"):
+  // normed activations fed to the QKV / FFN / expert / LM-head matmuls (the
+  // router keeps the fp32 normed input), K and V written to the cache (q
+  // stays fp32), the attention output, and the SwiGLU outputs. Everything
+  // else (residual stream, accumulation, router, logits) stays fp32, so the
+  // GPU must match this mode up to summation order.
+  bool emulate_bf16_activations = false;
 };
 
 class RefBackend final : public Backend {
@@ -26,6 +34,11 @@ class RefBackend final : public Backend {
   const ModelConfig& config() const override { return cfg_; }
   const KvSpec& kv_spec() const override { return kv_; }
   Status step(const std::vector<SeqWork>& batch, StepResult* out) override;
+
+  // Debug: expert ids (top_k per token, best first) chosen at MoE layer
+  // `layer` in the last step(), tokens in batch order then position order;
+  // empty for dense layers.
+  const std::vector<int32_t>& last_routing(int layer) const { return routing_[layer]; }
 
  private:
   struct Expert {
@@ -42,7 +55,8 @@ class RefBackend final : public Backend {
   RefBackend() = default;
   void run_sequence(const SeqWork& w, std::vector<float>* logits);
   void attention(int li, const SeqWork& w, const float* h, float* out);  // h, out: (T, H)
-  void ffn(int li, const float* h, float* out, int64_t T);                // (T, H)
+  // h: matmul input, h_router: router input (the same but for bf16 mode); (T, H)
+  void ffn(int li, const float* h, const float* h_router, float* out, int64_t T);
   void dense_mlp(const float* gate, const float* up, const float* down, int64_t F, const float* h, float* out,
                  int64_t T);
   float* kv_slot(std::vector<float>& cache, int32_t block, int kvh, int64_t pos_in_block);
@@ -54,6 +68,8 @@ class RefBackend final : public Backend {
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;
   std::unique_ptr<ThreadPool> pool_;
+  bool bf16_ = false;                          // emulate_bf16_activations
+  std::vector<std::vector<int32_t>> routing_;  // (n_layers) (tokens * top_k), debug
 };
 
 }  // namespace ms
