@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "core/flags.h"
 #include "model/model_loader.h"
+#include "server/serve_command.h"
 #ifdef MEGASERVE_WITH_CUDA
 #include "gpu/bench_decode.h"
 #include "gpu/common/device_info.h"
@@ -120,12 +121,13 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
 
 int cmd_bench(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help") {
-    std::fprintf(stderr, "usage: megaserve bench decode [flags]\n");
+    std::fprintf(stderr, "usage: megaserve bench decode|serve [flags]\n");
     return args.empty() ? 2 : 0;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "decode") return bench_decode_cmd(rest);
-  return fail(invalid_argument("unknown bench '" + args[0] + "' (decode)"));
+  if (args[0] == "serve") return server::run_bench_serve(rest);
+  return fail(invalid_argument("unknown bench '" + args[0] + "' (decode, serve)"));
 }
 
 }  // namespace ms::cli

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "cli/backend_factory.h"
+#include "server/backend_factory.h"
 #include "cli/commands.h"
 #include "core/flags.h"
 #include "engine/generate.h"

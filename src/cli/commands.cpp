@@ -1,9 +1,12 @@
 #include "cli/commands.h"
 
+#include "server/serve_command.h"
+
 namespace ms::cli {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
+      {"serve", server::run_serve},
       {"init-random", cmd_init_random},
       {"generate", cmd_generate},
       {"inspect", cmd_inspect},

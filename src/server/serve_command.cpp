@@ -18,9 +18,7 @@
 #include "model/model_loader.h"
 #include "ref/ref_backend.h"
 #include "scheduler/engine_impl.h"
-#ifdef MEGASERVE_WITH_CUDA
-#include "gpu/layered_backend.h"
-#endif
+#include "server/backend_factory.h"
 
 namespace ms::server {
 namespace {
@@ -72,26 +70,13 @@ Result<std::string> read_text(const std::string& path) {
 }
 
 Result<std::unique_ptr<Backend>> create_backend(const ServeConfig& c, const LoadedModel& m) {
-  size_t kv_bytes = size_t(c.kv_cache_mb) << 20;
-  if (c.backend == "ref") {
-    RefBackendOptions o;
-    o.block_size = c.block_size;
-    o.kv_bytes = kv_bytes;
-    o.threads = c.cpu_threads;
-    MS_ASSIGN_OR_RETURN(auto b, RefBackend::create(m.config, m.weights, o));
-    return std::unique_ptr<Backend>(std::move(b));
-  }
-#ifdef MEGASERVE_WITH_CUDA
-  if (c.backend == "layered") {
-    gpu::LayeredBackendOptions o;
-    o.block_size = c.block_size;
-    o.kv_bytes = kv_bytes;
-    if (c.max_model_len > 0) o.max_context = c.max_model_len;
-    MS_ASSIGN_OR_RETURN(auto b, gpu::LayeredBackend::create(m.config, m.weights, o));
-    return std::unique_ptr<Backend>(std::move(b));
-  }
-#endif
-  return invalid_argument("--backend: unknown backend '" + c.backend + "'");
+  BackendChoice choice;
+  choice.name = c.backend;
+  choice.block_size = c.block_size;
+  choice.kv_bytes = size_t(c.kv_cache_mb) << 20;
+  choice.threads = c.cpu_threads;
+  choice.max_context = c.max_model_len;
+  return make_backend(m, choice);
 }
 
 // Blocks SIGINT / SIGTERM in every thread started after this; one thread sigwait()s.

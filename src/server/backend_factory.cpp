@@ -1,4 +1,4 @@
-#include "cli/backend_factory.h"
+#include "server/backend_factory.h"
 
 #include "ref/ref_backend.h"
 #ifdef MEGASERVE_WITH_CUDA
@@ -6,7 +6,7 @@
 #include "gpu/layered_backend.h"
 #endif
 
-namespace ms::cli {
+namespace ms {
 
 Result<std::unique_ptr<Backend>> make_backend(const LoadedModel& model, const BackendChoice& choice) {
   if (choice.name == "ref") {
@@ -23,6 +23,7 @@ Result<std::unique_ptr<Backend>> make_backend(const LoadedModel& model, const Ba
     gpu::LayeredBackendOptions o;
     o.block_size = choice.block_size;
     o.kv_bytes = choice.kv_bytes;
+    if (choice.max_context > 0) o.max_context = choice.max_context;
     MS_ASSIGN_OR_RETURN(auto b, gpu::LayeredBackend::create(model.config, model.weights, o));
     return std::unique_ptr<Backend>(std::move(b));
 #else
@@ -33,4 +34,4 @@ Result<std::unique_ptr<Backend>> make_backend(const LoadedModel& model, const Ba
   return invalid_argument("flag --backend: unknown backend '" + choice.name + "' (available: ref, layered)");
 }
 
-}  // namespace ms::cli
+}  // namespace ms

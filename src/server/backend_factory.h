@@ -1,4 +1,4 @@
-// Creates the backend named by --backend for a loaded model.
+// Creates the backend named by --backend for a loaded model (serve, generate).
 #pragma once
 
 #include <memory>
@@ -7,15 +7,16 @@
 #include "engine/backend.h"
 #include "model/model_loader.h"
 
-namespace ms::cli {
+namespace ms {
 
 struct BackendChoice {
   std::string name = "ref";  // ref | layered
   int block_size = 64;
   size_t kv_bytes = size_t(512) << 20;
-  int threads = 0;
+  int threads = 0;         // ref: CPU threads (0: all)
+  int max_context = 0;     // layered: longest sequence (0: model default)
 };
 
 Result<std::unique_ptr<Backend>> make_backend(const LoadedModel& model, const BackendChoice& choice);
 
-}  // namespace ms::cli
+}  // namespace ms
