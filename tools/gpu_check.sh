@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds test_gpu (layered CUDA backend: ops vs CPU reference, whole model vs
 # HF goldens and the CPU backend, full-shape NMC random-weight decode bench)
-# and runs it. Run from the repository root on the H200; results go to $OUT.
+# and runs it, then the NMC decode benchmark (BenchNmc.Full: the same run as
+# `megaserve bench decode --random nmc-full --batch 1,8 --context 1K,8K`,
+# JSON in $OUT/bench_nmc.json). Run from the repository root on the H200;
+# results go to $OUT. Extra arguments go to the test run (e.g. a gtest filter).
 set -euo pipefail
 OUT="${OUT:-$PWD/gpu_check_out}"
 mkdir -p "$OUT"
@@ -11,10 +14,15 @@ if [ -d .deps ]; then extra+=(-DCMAKE_PREFIX_PATH="$PWD/.deps" -DCMAKE_INCLUDE_P
 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.mem --format=csv | tee "$OUT/gpu.txt" || true
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASERVE_CUDA=ON \
   -DCMAKE_CUDA_COMPILER="${CUDACXX:-/usr/local/cuda/bin/nvcc}" "${extra[@]}" 2>&1 | tail -n 20 | tee "$OUT/configure.log"
-ninja -C build-gpu -j"$(nproc)" test_gpu 2>&1 | tail -n 60 | tee "$OUT/build.log"
+ninja -C build-gpu -j16 test_gpu 2>&1 | tail -n 60 | tee "$OUT/build.log"
 test -x build-gpu/test_gpu
 set +e
 build-gpu/test_gpu --gtest_output=json:"$OUT/test_gpu.json" "$@" 2>&1 | tee "$OUT/test_gpu.log"
 rc=${PIPESTATUS[0]}
 echo "test_gpu exit code: $rc" | tee -a "$OUT/test_gpu.log"
-exit "$rc"
+MEGASERVE_BENCH=1 MEGASERVE_BENCH_JSON="$OUT/bench_nmc.json" build-gpu/test_gpu --gtest_filter=BenchNmc.Full 2>&1 |
+  tee "$OUT/bench_nmc.log"
+brc=${PIPESTATUS[0]}
+echo "bench exit code: $brc" | tee -a "$OUT/bench_nmc.log"
+[ "$rc" -ne 0 ] && exit "$rc"
+exit "$brc"

@@ -20,7 +20,11 @@ namespace ms::gpu {
 namespace {
 
 constexpr int kDecodeMaxBatch = 8;
-constexpr int kMaxSplits = 64;
+// Attention splits: enough blocks for ~4 per SM at bs 1 (4 KV heads x 128
+// splits = 512 blocks of 8 warps on 132 SMs); each split of an 8K context is
+// then one 64-key tile.
+constexpr int kMaxSplits = 128;
+constexpr int kAttnBlocksPerSm = 4;
 
 int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
@@ -230,7 +234,7 @@ Status LayeredBackend::alloc_runtime() {
   if (cfg_.is_moe()) {
     MS_RETURN_IF_ERROR(shared_out_.alloc(Tm * H));
     MS_RETURN_IF_ERROR(router_logits_.alloc(Tm * E));
-    MS_RETURN_IF_ERROR(topk_ids_.alloc(Tm * K));
+    MS_RETURN_IF_ERROR(topk_ids_.alloc(cfg_.n_layers * Tm * K));
     MS_RETURN_IF_ERROR(topk_w_.alloc(Tm * K));
     MS_RETURN_IF_ERROR(moe_act_.alloc(Tm * K * I));
     MS_RETURN_IF_ERROR(moe_y_.alloc(Tm * K * H));
@@ -321,6 +325,19 @@ Status LayeredBackend::routed_experts_per_layer(std::vector<int>* out) {
   return Status::ok();
 }
 
+Status LayeredBackend::last_routing(int layer, std::vector<int32_t>* ids) {
+  if (layer < 0 || layer >= cfg_.n_layers) return invalid_argument("last_routing: no such layer");
+  ids->clear();
+  if (!cfg_.layers[layer].moe) return Status::ok();
+  MS_CUDA_RETURN(cudaStreamSynchronize(stream_));
+  const size_t K = cfg_.top_k, n = size_t(last_T_) * K;
+  ids->resize(n);
+  if (n == 0) return Status::ok();
+  MS_CUDA_RETURN(cudaMemcpy(ids->data(), topk_ids_.get() + size_t(layer) * opt_.max_step_tokens * K,
+                            n * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  return Status::ok();
+}
+
 bool LayeredBackend::is_decode_batch(const std::vector<SeqWork>& batch) const {
   if (batch.empty() || static_cast<int>(batch.size()) > kDecodeMaxBatch) return false;
   for (const auto& w : batch)
@@ -375,7 +392,8 @@ Status LayeredBackend::stage_metadata(const std::vector<SeqWork>& batch, const s
     if (decode || p.need_logits) m[meta_.logit_rows + s->n_logits++] = T - 1;
   }
   s->T = T;
-  const int want = ceil_div(2 * sm_count_, int64_t(s->n_tiles) * cfg_.n_kv_heads);
+  last_T_ = T;
+  const int want = ceil_div(kAttnBlocksPerSm * sm_count_, int64_t(s->n_tiles) * cfg_.n_kv_heads);
   s->splits = std::max(1, std::min({want, kMaxSplits, ws_rowsplits_ / std::max(T, 1)}));
   // Copy everything up to the end of the used table rows.
   const size_t n = meta_.tables + size_t(s->n_seq) * stride;
@@ -395,11 +413,14 @@ Status LayeredBackend::ffn(int li, int T, bool decode, float* out) {
     MS_RETURN_IF_ERROR(launch_swiglu(gu_.get(), 2 * F, T, F, act_.get(), stream_));
     return launch_linear(cublas_, act_.get(), F, down.get(), nullptr, 1.f, y, H, T, H, F, stream_);
   };
-  if (!cfg_.layers[li].moe) return dense(l.gate_up, l.down, cfg_.dense_ffn, out);
+  if (!cfg_.layers[li].moe) {
+    MS_RETURN_IF_ERROR(dense(l.gate_up, l.down, cfg_.dense_ffn, out));
+    return mark("dense_ffn");
+  }
   const int E = cfg_.n_experts, K = cfg_.top_k, I = cfg_.moe_ffn;
+  int32_t* topk_ids = topk_ids_.get() + size_t(li) * opt_.max_step_tokens * K;
   MS_RETURN_IF_ERROR(launch_gemv_f32x(hf_.get(), l.router.get(), router_logits_.get(), T, E, H, stream_));
-  MS_RETURN_IF_ERROR(launch_moe_route(router_logits_.get(), T, E, K, cfg_.router, cfg_.softmax_over_topk,
-                                      cfg_.norm_topk_prob, topk_ids_.get(), topk_w_.get(), stream_));
+  MS_RETURN_IF_ERROR(mark("router_gemv"));
   MoePlan plan;
   int32_t* pb = plan_buf_.get();
   plan.n_active = pb;
@@ -408,18 +429,30 @@ Status LayeredBackend::ffn(int li, int T, bool decode, float* out) {
   plan.count = pb + 1 + 2 * E;
   plan.members = pb + 1 + 3 * E;
   plan.stat_active = stat_active_.get() + li;
-  MS_RETURN_IF_ERROR(launch_moe_plan(topk_ids_.get(), T, K, E, plan, stream_));
+  if (T <= kMoeRoutePlanMaxT) {  // decode: one launch
+    MS_RETURN_IF_ERROR(launch_moe_route_plan(router_logits_.get(), T, E, K, cfg_.router, cfg_.softmax_over_topk,
+                                             cfg_.norm_topk_prob, topk_ids, topk_w_.get(), plan, stream_));
+  } else {
+    MS_RETURN_IF_ERROR(launch_moe_route(router_logits_.get(), T, E, K, cfg_.router, cfg_.softmax_over_topk,
+                                        cfg_.norm_topk_prob, topk_ids, topk_w_.get(), stream_));
+    MS_RETURN_IF_ERROR(launch_moe_plan(topk_ids, T, K, E, plan, stream_));
+  }
+  MS_RETURN_IF_ERROR(mark("moe_route_plan"));
   const int max_active = std::min(E, T * K);
   MS_RETURN_IF_ERROR(launch_moe_gate_up(h_.get(), l.experts_gate_up.get(), H, I, K, plan, max_active,
                                         moe_act_.get(), stream_));
+  MS_RETURN_IF_ERROR(mark("moe_gate_up"));
   MS_RETURN_IF_ERROR(launch_moe_down(moe_act_.get(), l.experts_down.get(), topk_w_.get(), H, I, plan, max_active,
                                      moe_y_.get(), stream_));
+  MS_RETURN_IF_ERROR(mark("moe_down"));
   const float* shared = nullptr;
   if (cfg_.n_shared_experts > 0) {
     MS_RETURN_IF_ERROR(dense(l.shared_gate_up, l.shared_down, cfg_.shared_ffn, shared_out_.get()));
+    MS_RETURN_IF_ERROR(mark("shared_expert"));
     shared = shared_out_.get();
   }
-  return launch_moe_combine(moe_y_.get(), shared, cfg_.shared_sum, T, K, H, out, stream_);
+  MS_RETURN_IF_ERROR(launch_moe_combine(moe_y_.get(), shared, cfg_.shared_sum, T, K, H, out, stream_));
+  return mark("moe_combine");
 }
 
 // The whole forward pass of one sub-step, launched on stream_ (captured into
@@ -429,6 +462,7 @@ Status LayeredBackend::forward(const StepShape& s) {
   const int32_t* meta = meta_dev_.get();
   const int stride = static_cast<int>(kv_.groups.size()) * s.table_width;
   MS_RETURN_IF_ERROR(launch_embedding(embed_.get(), meta + meta_.tokens, T, H, x_.get(), stream_));
+  MS_RETURN_IF_ERROR(mark("embedding"));
   const float* pend0 = nullptr;
   const float* pend1 = nullptr;
   for (int li = 0; li < cfg_.n_layers; ++li) {
@@ -439,8 +473,10 @@ Status LayeredBackend::forward(const StepShape& s) {
     MS_RETURN_IF_ERROR(launch_add_norm(x_.get(), pend0, pend1, nullptr, l.attn_norm.get(), cfg_.norm,
                                        cfg_.norm_eps, T, H, h_.get(),
                                        cfg_.parallel_block && spec.moe ? hf_.get() : nullptr, stream_));
+    MS_RETURN_IF_ERROR(mark("add_norm"));
     MS_RETURN_IF_ERROR(launch_linear(cublas_, h_.get(), H, l.qkv_w.get(), l.qkv_b.size() ? l.qkv_b.get() : nullptr,
                                      1.f, qkv_.get(), qkvw, T, qkvw, H, stream_));
+    MS_RETURN_IF_ERROR(mark("qkv_linear"));
     RopeKvArgs r;
     r.qkv = qkv_.get();
     r.ld = qkvw;
@@ -459,6 +495,7 @@ Status LayeredBackend::forward(const StepShape& s) {
     r.k_cache = kv_pool_.get() + l.k_off;
     r.v_cache = kv_pool_.get() + l.v_off;
     MS_RETURN_IF_ERROR(launch_rope_kv(r, stream_));
+    MS_RETURN_IF_ERROR(mark("rope_kv"));
     AttnArgs a;
     a.q = qkv_.get();
     a.ldq = qkvw;
@@ -483,8 +520,10 @@ Status LayeredBackend::forward(const StepShape& s) {
     a.part_lse = part_lse_.get();
     a.out = attn_o_.get();
     MS_RETURN_IF_ERROR(launch_paged_attention(a, stream_));
+    MS_RETURN_IF_ERROR(mark("attention+combine"));
     MS_RETURN_IF_ERROR(launch_linear(cublas_, attn_o_.get(), qw, l.o_w.get(), l.o_b.size() ? l.o_b.get() : nullptr,
                                      1.f, attn_out_.get(), H, T, H, qw, stream_));
+    MS_RETURN_IF_ERROR(mark("o_linear"));
     if (cfg_.parallel_block) {
       MS_RETURN_IF_ERROR(ffn(li, T, s.decode, mlp_out_.get()));
       pend0 = attn_out_.get();
@@ -492,6 +531,7 @@ Status LayeredBackend::forward(const StepShape& s) {
     } else {
       MS_RETURN_IF_ERROR(launch_add_norm(x_.get(), attn_out_.get(), nullptr, nullptr, l.ffn_norm.get(), cfg_.norm,
                                          cfg_.norm_eps, T, H, h_.get(), spec.moe ? hf_.get() : nullptr, stream_));
+      MS_RETURN_IF_ERROR(mark("add_norm"));
       MS_RETURN_IF_ERROR(ffn(li, T, s.decode, mlp_out_.get()));
       pend0 = mlp_out_.get();
       pend1 = nullptr;
@@ -501,12 +541,68 @@ Status LayeredBackend::forward(const StepShape& s) {
   const int R = s.n_logits;
   MS_RETURN_IF_ERROR(launch_add_norm(x_.get(), pend0, pend1, meta + meta_.logit_rows, final_norm_.get(), cfg_.norm,
                                      cfg_.norm_eps, R, H, last_h_.get(), nullptr, stream_));
+  MS_RETURN_IF_ERROR(mark("final_norm"));
   const void* head = lm_head_.size() ? lm_head_.get() : embed_.get();
   MS_RETURN_IF_ERROR(launch_linear(cublas_, last_h_.get(), H, head, nullptr, cfg_.logit_scale, logits_.get(),
                                    cfg_.vocab_size, R, cfg_.vocab_size, H, stream_));
-  if (s.decode)
+  MS_RETURN_IF_ERROR(mark("lm_head"));
+  if (s.decode) {
     MS_RETURN_IF_ERROR(
         launch_argmax(logits_.get(), R, cfg_.vocab_size, tokens_out_.get(), logprobs_out_.get(), stream_));
+    MS_RETURN_IF_ERROR(mark("argmax"));
+  }
+  return Status::ok();
+}
+
+Status LayeredBackend::mark(const char* op) {
+  if (!prof_) return Status::ok();
+  cudaEvent_t ev = nullptr;
+  MS_CUDA_RETURN(cudaEventCreate(&ev));
+  prof_->push_back({op, ev});
+  // External: a timed event-record node in the captured graph (a plain
+  // record during capture only orders streams).
+  MS_CUDA_RETURN(cudaEventRecordWithFlags(ev, stream_, cudaEventRecordExternal));
+  return Status::ok();
+}
+
+Status LayeredBackend::profile_decode(const std::vector<SeqWork>& batch,
+                                      std::vector<std::pair<std::string, double>>* us_by_op) {
+  MS_RETURN_IF_ERROR(validate_batch(kv_, cfg_, batch));
+  if (!is_decode_batch(batch)) return invalid_argument("profile_decode: every sequence needs one token, batch <= 8");
+  std::vector<Piece> pieces;
+  for (size_t i = 0; i < batch.size(); ++i) pieces.push_back({static_cast<int>(i), batch[i].start_pos, 0, 1, true});
+  StepShape s;
+  MS_RETURN_IF_ERROR(stage_metadata(batch, pieces, true, &s));
+  std::vector<ProfMark> marks;
+  cudaGraphExec_t exec = nullptr;
+  auto cleanup = [&]() {
+    for (auto& m : marks) (void)cudaEventDestroy(m.ev);
+    if (exec) (void)cudaGraphExecDestroy(exec);
+  };
+  MS_CUDA_RETURN(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  prof_ = &marks;
+  Status st = mark("start");
+  if (st.is_ok()) st = forward(s);
+  prof_ = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+  if (st.is_ok() && e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph) (void)cudaGraphDestroy(graph);
+  for (int rep = 0; rep < 2 && st.is_ok() && e == cudaSuccess; ++rep) {  // the second replay is timed
+    e = cudaGraphLaunch(exec, stream_);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
+  }
+  us_by_op->clear();
+  for (size_t i = 1; i < marks.size() && st.is_ok() && e == cudaSuccess; ++i) {
+    float ms = 0.f;
+    e = cudaEventElapsedTime(&ms, marks[i - 1].ev, marks[i].ev);
+    auto it = std::find_if(us_by_op->begin(), us_by_op->end(), [&](const auto& p) { return p.first == marks[i].op; });
+    if (it == us_by_op->end()) it = us_by_op->insert(us_by_op->end(), {marks[i].op, 0.0});
+    it->second += 1000.0 * ms;
+  }
+  cleanup();
+  if (!st.is_ok()) return st.with_context("profile_decode");
+  MS_CUDA_RETURN(e);
   return Status::ok();
 }
 

@@ -19,6 +19,8 @@
 
 #include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/backend.h"
@@ -66,6 +68,15 @@ class LayeredBackend final : public Backend {
   Status fill_kv_random(uint64_t seed);
   // Distinct experts routed per layer in the last step (0 for dense layers).
   Status routed_experts_per_layer(std::vector<int>* out);
+  // Debug: expert ids (top_k per token row, best first) chosen at layer
+  // `layer` in the last sub-step (rows in batch order, then position order;
+  // a decode step is one sub-step); empty for dense layers.
+  Status last_routing(int layer, std::vector<int32_t>* ids);
+  // Debug / perf: one decode step captured with a timed event after every op
+  // (event-record graph nodes) and replayed twice; returns microseconds per
+  // op name summed over layers, in first-seen order (the gaps between
+  // kernels are charged to the op that follows them).
+  Status profile_decode(const std::vector<SeqWork>& batch, std::vector<std::pair<std::string, double>>* us_by_op);
   size_t weight_bytes() const { return weight_bytes_; }
   size_t kv_bytes() const { return kv_pool_.bytes(); }
 
@@ -125,6 +136,7 @@ class LayeredBackend final : public Backend {
   int max_blocks_ = 0;   // block-table width per sequence
   int sm_count_ = 0;
   int ws_rowsplits_ = 0; // attention workspace capacity, rows * splits
+  int last_T_ = 0;       // token rows of the last forward() (last_routing)
   size_t weight_bytes_ = 0;
 
   cudaStream_t stream_ = nullptr;
@@ -149,7 +161,7 @@ class LayeredBackend final : public Backend {
   DeviceBuffer<uint16_t> act_;       // (Tm, Fmax) bf16
   DeviceBuffer<float> shared_out_;   // (Tm, H)
   DeviceBuffer<float> router_logits_;  // (Tm, E)
-  DeviceBuffer<int32_t> topk_ids_;   // (Tm * K)
+  DeviceBuffer<int32_t> topk_ids_;   // (n_layers, Tm * K): per-layer slices, kept for last_routing()
   DeviceBuffer<float> topk_w_;       // (Tm * K)
   DeviceBuffer<uint16_t> moe_act_;   // (Tm * K, I) bf16
   DeviceBuffer<float> moe_y_;        // (Tm * K, H)
@@ -170,6 +182,14 @@ class LayeredBackend final : public Backend {
   PinnedBuffer<int32_t> meta_host_;
   cudaEvent_t meta_copied_ = nullptr;  // the last metadata copy has read meta_host_
   DeviceBuffer<int32_t> meta_dev_;
+
+  // profile_decode: when set, forward() records a timed event after each op.
+  struct ProfMark {
+    const char* op;
+    cudaEvent_t ev;
+  };
+  std::vector<ProfMark>* prof_ = nullptr;
+  Status mark(const char* op);
 
   // Decode graphs by (batch size, block-table row stride).
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;

@@ -1,18 +1,29 @@
-// LayeredBackend end to end: against the HF goldens (fp32 transformers) and
-// the fp32 CPU reference backend on all five fixture dirs, batched ragged
-// decode, the CUDA-graph decode path vs eager, full-shape random weights, and
-// a smoke run of the decode benchmark.
+// LayeredBackend end to end, on all five HF fixture dirs and the trained
+// demo model.
 //
-// Tolerances: the GPU path rounds weights (the fixtures are bf16 already), KV
-// and matmul inputs to bf16; logits rows are expected within a relative L2
-// error of 3e-2 of the fp32 goldens. Greedy tokens must equal the goldens for
-// all 32 steps, except where the golden's top-2 logit margin is under 2% of
-// the row's max |logit| (a bf16 near-tie): the first such divergence ends the
-// comparison and is reported.
+// The real correctness test of the GPU math is LayeredVsBf16Ref: the CPU
+// reference in emulate_bf16_activations mode rounds to bf16 exactly where the
+// GPU stores bf16, so the two may differ only by fp32 summation order:
+// logits within a relative L2 error of kBf16RefTol = 5e-3 and identical routed
+// expert ids at every (token, layer).
+//
+// Against the HF goldens (fp32 transformers) the GPU's bf16 activations give
+// ~1e-2 .. 2.5e-2 (dense families), so logits rows must be within 3e-2 and
+// greedy tokens must equal the goldens except at a bf16 near-tie (top-2 margin
+// under 2% of the row's max |logit|: the first such divergence ends the
+// comparison). On the tiny random MoE fixtures (8 experts top-2) the bf16
+// activations can flip an expert choice; after a flip the model is a different
+// function, so HF is compared only at positions before the first (token, layer)
+// whose GPU routing differs from the fp32 reference's (which matches HF to
+// 1e-4: tests/ref/hf_golden_test.cpp). The flip position comes from a
+// teacher-forced run on the golden tokens and is printed.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "engine/generate.h"
@@ -25,7 +36,8 @@
 namespace ms::gpu::test {
 namespace {
 
-constexpr double kLogitsTol = 3e-2;
+constexpr double kLogitsTol = 3e-2;     // vs HF fp32
+constexpr double kBf16RefTol = 5e-3;    // vs the bf16-emulating CPU reference
 constexpr double kTieFrac = 0.02;
 
 std::string fixture_dir(const std::string& family) {
@@ -54,6 +66,107 @@ bool near_tie(const std::vector<float>& row) {
   return a - b < kTieFrac * mx;
 }
 
+
+// One backend run over `seq`, one token per step (decode steps: the GPU's
+// graph path), keeping each step's logits and routed expert ids per layer.
+struct Trace {
+  std::vector<std::vector<float>> logits;                  // (positions, V)
+  std::vector<std::vector<std::vector<int32_t>>> routing;  // (positions, layers, top_k)
+};
+
+using RoutingFn = std::function<Status(int layer, std::vector<int32_t>* ids)>;
+
+Status trace_decode(Backend& b, const std::vector<int32_t>& seq, int block_size, const RoutingFn& routing,
+                    Trace* out) {
+  SeqWork w;
+  w.block_tables.assign(b.kv_spec().groups.size(), {});
+  const int L = b.config().n_layers;
+  for (size_t t = 0; t < seq.size(); ++t) {
+    w.tokens = {seq[t]};
+    w.start_pos = static_cast<int32_t>(t);
+    for (auto& table : w.block_tables)
+      while (static_cast<int>(table.size()) * block_size < static_cast<int>(t) + 1)
+        table.push_back(static_cast<int32_t>(table.size()));
+    StepResult r;
+    MS_RETURN_IF_ERROR(b.step({w}, &r));
+    out->logits.push_back(std::move(r.logits[0]));
+    out->routing.emplace_back(L);
+    for (int li = 0; li < L; ++li) MS_RETURN_IF_ERROR(routing(li, &out->routing.back()[li]));
+  }
+  return Status::ok();
+}
+
+RoutingFn gpu_routing(LayeredBackend& b) {
+  return [&b](int li, std::vector<int32_t>* ids) { return b.last_routing(li, ids); };
+}
+RoutingFn ref_routing(RefBackend& b) {
+  return [&b](int li, std::vector<int32_t>* ids) {
+    *ids = b.last_routing(li);
+    return Status::ok();
+  };
+}
+
+// First position whose routing differs at any layer (INT_MAX: none); counts
+// the (position, layer) decisions and disagreements.
+int first_flip(const Trace& a, const Trace& b, int* decisions = nullptr, int* differ = nullptr) {
+  int first = INT_MAX, n = 0, d = 0;
+  for (size_t t = 0; t < a.routing.size() && t < b.routing.size(); ++t)
+    for (size_t li = 0; li < a.routing[t].size(); ++li) {
+      if (a.routing[t][li].empty() && b.routing[t][li].empty()) continue;
+      ++n;
+      if (a.routing[t][li] != b.routing[t][li]) {
+        ++d;
+        first = std::min(first, static_cast<int>(t));
+      }
+    }
+  if (decisions) *decisions = n;
+  if (differ) *differ = d;
+  return first;
+}
+
+// The golden's teacher-forcing sequence: the prompt, then the greedy tokens
+// (step s's logits are those of position prompt.size() - 1 + s).
+std::vector<int32_t> golden_sequence(const nlohmann::json& g) {
+  std::vector<int32_t> seq = g["prompt"].get<std::vector<int32_t>>();
+  const auto greedy = g["greedy"].get<std::vector<int32_t>>();
+  seq.insert(seq.end(), greedy.begin(), greedy.end() - 1);
+  return seq;
+}
+
+// Position of the first routing disagreement between the GPU and the fp32
+// reference on the golden tokens (INT_MAX for dense families / none).
+int golden_flip_position(const std::string& family) {
+  auto model = load_model(fixture_dir(family));
+  EXPECT_TRUE(model.is_ok()) << model.status().to_string();
+  if (!model.is_ok() || !(*model)->config.is_moe()) return INT_MAX;
+  LayeredBackendOptions opt;
+  opt.block_size = 8;
+  opt.kv_bytes = 4 << 20;
+  opt.max_context = 4096;
+  auto gpu = LayeredBackend::create((*model)->config, (*model)->weights, opt);
+  EXPECT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+  RefBackendOptions ro;
+  ro.block_size = 8;
+  ro.kv_bytes = 4 << 20;
+  ro.threads = 2;
+  auto ref = RefBackend::create((*model)->config, (*model)->weights, ro);
+  EXPECT_TRUE(ref.is_ok()) << ref.status().to_string();
+  if (!gpu.is_ok() || !ref.is_ok()) return 0;
+  const std::vector<int32_t> seq = golden_sequence(load_golden(family));
+  Trace tg, tr;
+  Status s1 = trace_decode(**gpu, seq, 8, gpu_routing(**gpu), &tg);
+  Status s2 = trace_decode(**ref, seq, 8, ref_routing(**ref), &tr);
+  EXPECT_TRUE(s1.is_ok()) << s1.to_string();
+  EXPECT_TRUE(s2.is_ok()) << s2.to_string();
+  if (!s1.is_ok() || !s2.is_ok()) return 0;
+  int n = 0, d = 0;
+  const int flip = first_flip(tg, tr, &n, &d);
+  std::printf("%s: GPU vs fp32 ref routing on the golden tokens: %d of %d (token, layer) decisions differ, "
+              "first at position %d of %zu\n",
+              family.c_str(), d, n, flip == INT_MAX ? -1 : flip, seq.size());
+  return flip;
+}
+
 struct Case {
   std::string family;
   int block_size;
@@ -79,6 +192,9 @@ TEST_P(LayeredGolden, GreedyDecodeMatchesTransformers) {
   nlohmann::json g = load_golden(c.family);
   std::vector<int32_t> prompt = g["prompt"].get<std::vector<int32_t>>();
   const auto want = g["greedy"].get<std::vector<int32_t>>();
+  // Steps at or after the first routing flip are not compared with HF.
+  const int flip = golden_flip_position(c.family);
+  const int last_step = flip == INT_MAX ? INT_MAX : flip - (static_cast<int>(prompt.size()) - 1);
   GenerateOptions go;
   go.max_new_tokens = static_cast<int>(want.size());
   go.prefill_chunk = c.prefill_chunk;
@@ -87,7 +203,7 @@ TEST_P(LayeredGolden, GreedyDecodeMatchesTransformers) {
   int diverged_at = -1;
   std::vector<int32_t> got;
   go.on_logits = [&](int step, const std::vector<float>& logits) {
-    if (diverged_at >= 0) return;
+    if (diverged_at >= 0 || step >= last_step) return;
     auto ref = json_row(g["step_logits"][step]);
     double e = rel_err(logits, ref);
     worst = std::max(worst, e);
@@ -96,7 +212,7 @@ TEST_P(LayeredGolden, GreedyDecodeMatchesTransformers) {
   go.on_token = [&](int32_t tok) {
     const int step = static_cast<int>(got.size());
     got.push_back(tok);
-    if (diverged_at < 0 && tok != want[step]) {
+    if (diverged_at < 0 && step < last_step && tok != want[step]) {
       auto ref = json_row(g["step_logits"][step]);
       EXPECT_TRUE(near_tie(ref)) << "token " << step << ": got " << tok << ", want " << want[step]
                                  << " and the golden has no near-tie";
@@ -106,9 +222,10 @@ TEST_P(LayeredGolden, GreedyDecodeMatchesTransformers) {
   };
   auto out = generate_greedy(**backend, prompt, go);
   ASSERT_TRUE(out.is_ok()) << out.status().to_string();
-  std::printf("%s bs%d chunk%d graphs%d: worst rel err %.2e, %s\n", c.family.c_str(), c.block_size,
-              c.prefill_chunk, c.graphs, worst,
-              diverged_at < 0 ? "32/32 tokens equal" : ("near-tie divergence at " + std::to_string(diverged_at)).c_str());
+  const int compared = std::min<int>(static_cast<int>(want.size()), std::max(0, last_step));
+  std::printf("%s bs%d chunk%d graphs%d: %d of %zu steps before the first routing flip; worst rel err %.2e, %s\n",
+              c.family.c_str(), c.block_size, c.prefill_chunk, c.graphs, compared, want.size(), worst,
+              diverged_at < 0 ? "tokens equal" : ("near-tie divergence at " + std::to_string(diverged_at)).c_str());
   RecordProperty("worst_rel_err", std::to_string(worst));
 }
 
@@ -138,6 +255,7 @@ TEST_P(LayeredPromptLogits, EveryPositionMatchesTransformers) {
   ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
   nlohmann::json g = load_golden(GetParam());
   std::vector<int32_t> prompt = g["prompt"].get<std::vector<int32_t>>();
+  const int flip = golden_flip_position(GetParam());  // positions from here on are not compared with HF
   const KvSpec& kv = (*backend)->kv_spec();
   SeqWork w;
   w.block_tables.assign(kv.groups.size(), {});
@@ -148,7 +266,9 @@ TEST_P(LayeredPromptLogits, EveryPositionMatchesTransformers) {
       while (table.size() * 8 < t + 1) table.push_back(static_cast<int32_t>(table.size()));
     StepResult r;
     ASSERT_OK((*backend)->step({w}, &r));
-    EXPECT_LT(rel_err(r.logits[0], json_row(g["prompt_logits"][t])), kLogitsTol) << "position " << t;
+    if (static_cast<int>(t) < flip) {
+      EXPECT_LT(rel_err(r.logits[0], json_row(g["prompt_logits"][t])), kLogitsTol) << "position " << t;
+    }
     // The device greedy path picks the same token as the host argmax of the logits.
     std::vector<int32_t> tok;
     std::vector<float> lp;
@@ -161,7 +281,8 @@ INSTANTIATE_TEST_SUITE_P(Families, LayeredPromptLogits,
                          ::testing::Values("cohere2_moe", "cohere2_moe_shared", "qwen3_moe", "qwen3", "llama"));
 
 // A ragged batch (different prompts and lengths, prefill in one step, then
-// batched decode through the graph) against the CPU reference, row by row.
+// batched decode through the graph) against the bf16-emulating CPU
+// reference, row by row: logits within kBf16RefTol, identical routing.
 class LayeredVsRef : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LayeredVsRef, RaggedBatchMatchesRefBackend) {
@@ -179,9 +300,12 @@ TEST_P(LayeredVsRef, RaggedBatchMatchesRefBackend) {
   ro.block_size = 4;
   ro.kv_bytes = 16 << 20;
   ro.threads = 2;
+  ro.emulate_bf16_activations = true;
   auto ref = RefBackend::create(cfg, (*model)->weights, ro);
   ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
   ASSERT_EQ((*gpu)->kv_spec().groups.size(), (*ref)->kv_spec().groups.size());
+  double worst = 0;
+  int decisions = 0, differ = 0;
   const int n_seq = 5;
   const std::vector<int> lens = {1, 3, 9, 17, 30};
   std::vector<SeqWork> batch(n_seq);
@@ -202,11 +326,170 @@ TEST_P(LayeredVsRef, RaggedBatchMatchesRefBackend) {
     StepResult rg, rr;
     ASSERT_OK((*gpu)->step(batch, &rg));
     ASSERT_OK((*ref)->step(batch, &rr));
-    for (int s = 0; s < n_seq; ++s)
-      EXPECT_LT(rel_err(rg.logits[s], rr.logits[s]), kLogitsTol) << "step " << step << " seq " << s;
+    for (int s = 0; s < n_seq; ++s) {
+      const double e = rel_err(rg.logits[s], rr.logits[s]);
+      worst = std::max(worst, e);
+      EXPECT_LT(e, kBf16RefTol) << "step " << step << " seq " << s;
+    }
+    for (int li = 0; li < cfg.n_layers; ++li) {  // rows in batch order, then position order, on both sides
+      std::vector<int32_t> ids;
+      ASSERT_OK((*gpu)->last_routing(li, &ids));
+      const auto& want = (*ref)->last_routing(li);
+      ASSERT_EQ(ids.size(), want.size()) << "layer " << li;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        ++decisions;
+        if (ids[i] != want[i]) ++differ;
+      }
+      EXPECT_EQ(ids, want) << "routing, step " << step << " layer " << li;
+    }
     for (int s = 0; s < n_seq; ++s) {
       batch[s].start_pos += static_cast<int32_t>(batch[s].tokens.size());
       batch[s].tokens = {argmax(rr.logits[s])};  // both follow the reference's tokens
+    }
+  }
+  std::printf("%s ragged vs bf16-emulated ref: worst rel err %.2e, %d of %d expert ids differ\n",
+              GetParam().c_str(), worst, differ, decisions);
+}
+
+// Teacher-forced on the golden tokens, one decode step (graph) per position:
+// GPU vs the bf16-emulating CPU reference (tight: summation order only), and
+// the routing agreement with the plain fp32 reference reported.
+class LayeredVsBf16Ref : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LayeredVsBf16Ref, DecodeMatchesEmulatedRefAndRouting) {
+  MS_GPU_TEST_GUARD();
+  auto model = load_model(fixture_dir(GetParam()));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const ModelConfig& cfg = (*model)->config;
+  LayeredBackendOptions opt;
+  opt.block_size = 8;
+  opt.kv_bytes = 4 << 20;
+  opt.max_context = 4096;
+  auto gpu = LayeredBackend::create(cfg, (*model)->weights, opt);
+  ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+  RefBackendOptions ro;
+  ro.block_size = 8;
+  ro.kv_bytes = 4 << 20;
+  ro.threads = 2;
+  auto f32 = RefBackend::create(cfg, (*model)->weights, ro);
+  ASSERT_TRUE(f32.is_ok()) << f32.status().to_string();
+  ro.emulate_bf16_activations = true;
+  auto b16 = RefBackend::create(cfg, (*model)->weights, ro);
+  ASSERT_TRUE(b16.is_ok()) << b16.status().to_string();
+  const std::vector<int32_t> seq = golden_sequence(load_golden(GetParam()));
+  Trace tg, tb, tf;
+  ASSERT_OK(trace_decode(**gpu, seq, 8, gpu_routing(**gpu), &tg));
+  ASSERT_OK(trace_decode(**b16, seq, 8, ref_routing(**b16), &tb));
+  ASSERT_OK(trace_decode(**f32, seq, 8, ref_routing(**f32), &tf));
+  double worst = 0, worst_f32 = 0;
+  for (size_t t = 0; t < seq.size(); ++t) {
+    const double e = rel_err(tg.logits[t], tb.logits[t]);
+    worst = std::max(worst, e);
+    worst_f32 = std::max(worst_f32, rel_err(tg.logits[t], tf.logits[t]));
+    EXPECT_LT(e, kBf16RefTol) << "position " << t;
+    for (int li = 0; li < cfg.n_layers; ++li)
+      EXPECT_EQ(tg.routing[t][li], tb.routing[t][li]) << "routing, position " << t << " layer " << li;
+  }
+  int n_b = 0, d_b = 0, n_f = 0, d_f = 0;
+  const int flip_b = first_flip(tg, tb, &n_b, &d_b), flip_f = first_flip(tg, tf, &n_f, &d_f);
+  std::printf("%s teacher-forced, %zu positions: GPU vs bf16-emulated ref worst rel err %.2e, routing %d/%d differ "
+              "(first %d); GPU vs fp32 ref worst rel err %.2e, routing %d/%d differ (first %d)\n",
+              GetParam().c_str(), seq.size(), worst, d_b, n_b, flip_b == INT_MAX ? -1 : flip_b, worst_f32, d_f, n_f,
+              flip_f == INT_MAX ? -1 : flip_f);
+}
+
+// The same sequence as one prefill step (token rows > 8: the cuBLAS GEMMs, the
+// prefill attention tiles and the grouped expert kernels with many members):
+// routing of every row and the last row's logits vs the bf16-emulating reference.
+TEST_P(LayeredVsBf16Ref, PrefillMatchesEmulatedRefAndRouting) {
+  MS_GPU_TEST_GUARD();
+  auto model = load_model(fixture_dir(GetParam()));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const ModelConfig& cfg = (*model)->config;
+  LayeredBackendOptions opt;
+  opt.block_size = 8;
+  opt.kv_bytes = 4 << 20;
+  opt.max_context = 4096;
+  auto gpu = LayeredBackend::create(cfg, (*model)->weights, opt);
+  ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+  RefBackendOptions ro;
+  ro.block_size = 8;
+  ro.kv_bytes = 4 << 20;
+  ro.threads = 2;
+  ro.emulate_bf16_activations = true;
+  auto ref = RefBackend::create(cfg, (*model)->weights, ro);
+  ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+  SeqWork w;
+  w.tokens = golden_sequence(load_golden(GetParam()));
+  w.block_tables.assign((*gpu)->kv_spec().groups.size(), {});
+  for (auto& table : w.block_tables)
+    while (table.size() * 8 < w.tokens.size()) table.push_back(static_cast<int32_t>(table.size()));
+  StepResult rg, rr;
+  ASSERT_OK((*gpu)->step({w}, &rg));
+  ASSERT_OK((*ref)->step({w}, &rr));
+  const double e = rel_err(rg.logits[0], rr.logits[0]);
+  EXPECT_LT(e, kBf16RefTol);
+  int n = 0, d = 0;
+  for (int li = 0; li < cfg.n_layers; ++li) {
+    std::vector<int32_t> ids;
+    ASSERT_OK((*gpu)->last_routing(li, &ids));
+    const auto& want = (*ref)->last_routing(li);
+    ASSERT_EQ(ids.size(), want.size()) << "layer " << li;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ++n;
+      if (ids[i] != want[i]) ++d;
+    }
+    EXPECT_EQ(ids, want) << "routing, layer " << li;
+  }
+  std::printf("%s prefill of %zu tokens: last-row rel err %.2e vs bf16-emulated ref, %d of %d expert ids differ\n",
+              GetParam().c_str(), w.tokens.size(), e, d, n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, LayeredVsBf16Ref,
+                         ::testing::Values("cohere2_moe", "cohere2_moe_shared", "qwen3_moe", "qwen3", "llama"));
+
+// The trained demo model (models/north-mini-demo, 16 experts top-2): the GPU's
+// greedy tokens equal HF fp32's exactly for every golden prompt (a trained
+// model has real margins, unlike the random fixtures). On a mismatch the
+// bf16-emulating reference's tokens are printed too: equal to the GPU's means
+// precision, different means a GPU bug.
+TEST(LayeredDemoModel, GreedyTokensEqualTransformers) {
+  MS_GPU_TEST_GUARD();
+  const std::string dir = std::string(MEGASERVE_SOURCE_DIR) + "/models/north-mini-demo";
+  auto model = load_model(dir);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  LayeredBackendOptions opt;
+  opt.block_size = 16;
+  opt.kv_bytes = 16 << 20;
+  opt.max_context = 4096;
+  auto gpu = LayeredBackend::create((*model)->config, (*model)->weights, opt);
+  ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+  std::ifstream in(dir + "/golden.json");
+  nlohmann::json g = nlohmann::json::parse(in);
+  for (const auto& p : g["prompts"]) {
+    SCOPED_TRACE(p["name"].get<std::string>());
+    const auto ids = p["prompt_ids"].get<std::vector<int32_t>>();
+    const auto want = p["greedy"].get<std::vector<int32_t>>();
+    GenerateOptions go;
+    go.max_new_tokens = 64;  // as tests/integration/demo_model_test.cpp
+    auto out = generate_greedy(**gpu, ids, go);
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    EXPECT_EQ(*out, want);
+    size_t first = 0;
+    while (first < out->size() && first < want.size() && (*out)[first] == want[first]) ++first;
+    std::printf("demo %s: %zu prompt tokens, GPU greedy equals HF for %zu of %zu tokens\n",
+                p["name"].get<std::string>().c_str(), ids.size(), first, want.size());
+    if (*out != want) {
+      RefBackendOptions ro;
+      ro.block_size = 16;
+      ro.kv_bytes = 64 << 20;
+      ro.threads = 2;
+      ro.emulate_bf16_activations = true;
+      auto ref = RefBackend::create((*model)->config, (*model)->weights, ro);
+      ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+      auto emu = generate_greedy(**ref, ids, go);
+      ASSERT_TRUE(emu.is_ok()) << emu.status().to_string();
+      std::printf("  bf16-emulated ref tokens %s the GPU's\n", *emu == *out ? "EQUAL" : "DIFFER FROM");
     }
   }
 }

@@ -353,6 +353,42 @@ TEST(GpuOps, MoeRouteMatchesRef) {
         EXPECT_NEAR(gw[size_t(t) * c.K + k], rc.weights[k], 1e-5f + 1e-5f * std::fabs(rc.weights[k]));
       }
     }
+    // Decode: route + plan in one launch on the first kMoeRoutePlanMaxT tokens gives
+    // the same ids and weights, and a plan consistent with them.
+    const int Td = kMoeRoutePlanMaxT;
+    DeviceBuffer<int32_t> ids2, pbuf;
+    DeviceBuffer<float> w2;
+    ASSERT_OK(ids2.alloc(size_t(Td) * c.K));
+    ASSERT_OK(w2.alloc(size_t(Td) * c.K));
+    ASSERT_OK(pbuf.alloc(1 + 3 * size_t(c.E) + size_t(Td) * c.K));
+    MoePlan plan;
+    plan.n_active = pbuf.get();
+    plan.active = pbuf.get() + 1;
+    plan.offset = pbuf.get() + 1 + c.E;
+    plan.count = pbuf.get() + 1 + 2 * c.E;
+    plan.members = pbuf.get() + 1 + 3 * c.E;
+    ASSERT_OK(launch_moe_route_plan(dl.get(), Td, c.E, c.K, c.fn, c.over_topk, c.norm, ids2.get(), w2.get(), plan,
+                                    nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    auto gi2 = host(ids2);
+    auto gw2 = host(w2);
+    auto pb = host(pbuf);
+    for (size_t i = 0; i < gi2.size(); ++i) {
+      EXPECT_EQ(gi2[i], gi[i]) << "fused route, selection " << i;
+      EXPECT_EQ(gw2[i], gw[i]) << "fused route, selection " << i;
+    }
+    const int n_active = pb[0];
+    std::vector<int> seen(c.E, 0);
+    for (int32_t id : gi2) seen[id] = 1;
+    EXPECT_EQ(n_active, std::count(seen.begin(), seen.end(), 1));
+    int total = 0;
+    for (int u = 0; u < n_active; ++u) {
+      const int e = pb[1 + u], off = pb[1 + c.E + u], cnt = pb[1 + 2 * c.E + u];
+      EXPECT_EQ(off, total);
+      total += cnt;
+      for (int m = 0; m < cnt; ++m) EXPECT_EQ(gi2[pb[1 + 3 * c.E + off + m]], e) << "plan member of expert " << e;
+    }
+    EXPECT_EQ(total, Td * c.K);
   }
 }
 

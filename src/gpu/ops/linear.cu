@@ -6,27 +6,38 @@
 
 namespace ms::gpu {
 
-constexpr int kGemvWarps = 8;  // output columns per block
+constexpr int kGemvWarps = 8;  // warps per block
+constexpr int kGemvCols = 2;   // output columns per warp: each activation chunk read serves two weight rows
 
-// Grid: ceil(N / 8) blocks of 8 warps; warp w of block b owns column n = 8b + w.
+// Grid: ceil(N / 16) blocks of 8 warps; warp w of block b owns columns
+// n0 = 2 (8 b + w) and n0 + 1, streamed together (8 loads in flight per lane).
 __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const bf16* __restrict__ x, int ldx,
                                                                const bf16* __restrict__ w,
                                                                const float* __restrict__ bias, float alpha,
                                                                float* __restrict__ y, int ldy, int R, int N, int K) {
-  const int n = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
-  if (n >= N) return;
+  const int n0 = (blockIdx.x * kGemvWarps + (threadIdx.x >> 5)) * kGemvCols;
+  if (n0 >= N) return;
   const bf16* xr[kGemvMaxRows];
 #pragma unroll
   for (int r = 0; r < kGemvMaxRows; ++r) xr[r] = x + int64_t(r < R ? r : 0) * ldx;
-  float acc[kGemvMaxRows];
+  const bf16* wr[kGemvCols];
 #pragma unroll
-  for (int r = 0; r < kGemvMaxRows; ++r) acc[r] = 0.f;
-  warp_dot_rows(w + int64_t(n) * K, xr, R, K, acc);
-  const float b = bias ? bias[n] : 0.f;
+  for (int j = 0; j < kGemvCols; ++j) wr[j] = w + int64_t(min(n0 + j, N - 1)) * K;  // clamped, unused
+  float acc[kGemvCols][kGemvMaxRows];
 #pragma unroll
-  for (int r = 0; r < kGemvMaxRows; ++r) {
-    const float s = warp_sum(acc[r]);
-    if (r < R && (threadIdx.x & 31) == 0) y[int64_t(r) * ldy + n] = alpha * s + b;
+  for (int j = 0; j < kGemvCols; ++j)
+#pragma unroll
+    for (int r = 0; r < kGemvMaxRows; ++r) acc[j][r] = 0.f;
+  warp_dot_multi<kGemvCols, 4>(wr, xr, R, K, acc);
+#pragma unroll
+  for (int j = 0; j < kGemvCols; ++j) {
+    const int n = n0 + j;
+    const float b = bias && n < N ? bias[n] : 0.f;
+#pragma unroll
+    for (int r = 0; r < kGemvMaxRows; ++r) {
+      const float s = warp_sum(acc[j][r]);
+      if (r < R && n < N && (threadIdx.x & 31) == 0) y[int64_t(r) * ldy + n] = alpha * s + b;
+    }
   }
 }
 
@@ -35,16 +46,58 @@ Status launch_gemv(const void* x, int ldx, const void* w, const float* bias, flo
   if (R <= 0 || N <= 0) return Status::ok();
   if (R > kGemvMaxRows) return invalid_argument("launch_gemv: more than 8 rows");
   if (K % 8 != 0 || ldx % 8 != 0) return invalid_argument("launch_gemv: K and ldx must be multiples of 8");
-  gemv_kernel<<<(N + kGemvWarps - 1) / kGemvWarps, kGemvWarps * 32, 0, stream>>>(
+  const int per_block = kGemvWarps * kGemvCols;
+  gemv_kernel<<<(N + per_block - 1) / per_block, kGemvWarps * 32, 0, stream>>>(
       static_cast<const bf16*>(x), ldx, static_cast<const bf16*>(w), bias, alpha, y, ldy, R, N, K);
   MS_CUDA_LAUNCH_CHECK("gemv_kernel");
   return Status::ok();
 }
 
-// Grid (ceil(N / 8), R): warp owns column n of row blockIdx.y; plain loads.
-__global__ void gemv_f32x_kernel(const float* __restrict__ x, const bf16* __restrict__ w, float* __restrict__ y,
-                                 int N, int K) {
-  const int n = blockIdx.x * kGemvWarps + (threadIdx.x >> 5), r = blockIdx.y, lane = threadIdx.x & 31;
+// Router GEMV (fp32 activations, bf16 weights; N = E is small, so every
+// weight row must stream fast). Grid (ceil(N / 4), R): warp owns column n of
+// row blockIdx.y; a lane issues four 16-byte weight loads (8 bf16 each)
+// before using them, and reads the matching fp32 x as float4 pairs. The first
+// version used 2-byte loads, one per lane per iteration, on 16 blocks.
+constexpr int kRouterWarps = 4;
+
+__global__ void __launch_bounds__(kRouterWarps * 32) gemv_f32x_kernel(const float* __restrict__ x,
+                                                                      const bf16* __restrict__ w,
+                                                                      float* __restrict__ y, int N, int K) {
+  constexpr int U = 4;
+  const int n = blockIdx.x * kRouterWarps + (threadIdx.x >> 5), r = blockIdx.y, lane = threadIdx.x & 31;
+  if (n >= N) return;
+  const float* xr = x + int64_t(r) * K;
+  const bf16* wr = w + int64_t(n) * K;
+  float acc = 0.f;
+  for (int k0 = lane * 8; k0 < K; k0 += U * 256) {
+    uint4 wv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) wv[u] = k0 + u * 256 < K ? ld_stream(wr + k0 + u * 256) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int k = k0 + u * 256;
+      if (k >= K) break;
+      float wf[8];
+      bf16x8_to_f32(wv[u], wf);
+      const float4 xa = *reinterpret_cast<const float4*>(xr + k), xb = *reinterpret_cast<const float4*>(xr + k + 4);
+      acc = fmaf(wf[0], xa.x, acc);
+      acc = fmaf(wf[1], xa.y, acc);
+      acc = fmaf(wf[2], xa.z, acc);
+      acc = fmaf(wf[3], xa.w, acc);
+      acc = fmaf(wf[4], xb.x, acc);
+      acc = fmaf(wf[5], xb.y, acc);
+      acc = fmaf(wf[6], xb.z, acc);
+      acc = fmaf(wf[7], xb.w, acc);
+    }
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) y[int64_t(r) * N + n] = acc;
+}
+
+// Any K (scalar loads): the fallback when K % 8 != 0.
+__global__ void gemv_f32x_scalar_kernel(const float* __restrict__ x, const bf16* __restrict__ w,
+                                        float* __restrict__ y, int N, int K) {
+  const int n = blockIdx.x * kRouterWarps + (threadIdx.x >> 5), r = blockIdx.y, lane = threadIdx.x & 31;
   if (n >= N) return;
   const float* xr = x + int64_t(r) * K;
   const bf16* wr = w + int64_t(n) * K;
@@ -57,9 +110,14 @@ __global__ void gemv_f32x_kernel(const float* __restrict__ x, const bf16* __rest
 Status launch_gemv_f32x(const float* x, const void* w, float* y, int R, int N, int K, cudaStream_t stream) {
   if (R <= 0 || N <= 0) return Status::ok();
   if (R > 65535) return invalid_argument("launch_gemv_f32x: too many rows");
-  gemv_f32x_kernel<<<dim3((N + kGemvWarps - 1) / kGemvWarps, R), kGemvWarps * 32, 0, stream>>>(
-      x, static_cast<const bf16*>(w), y, N, K);
-  MS_CUDA_LAUNCH_CHECK("gemv_f32x_kernel");
+  const dim3 grid((N + kRouterWarps - 1) / kRouterWarps, R);
+  if (K % 8 == 0) {
+    gemv_f32x_kernel<<<grid, kRouterWarps * 32, 0, stream>>>(x, static_cast<const bf16*>(w), y, N, K);
+    MS_CUDA_LAUNCH_CHECK("gemv_f32x_kernel");
+  } else {
+    gemv_f32x_scalar_kernel<<<grid, kRouterWarps * 32, 0, stream>>>(x, static_cast<const bf16*>(w), y, N, K);
+    MS_CUDA_LAUNCH_CHECK("gemv_f32x_scalar_kernel");
+  }
   return Status::ok();
 }
 

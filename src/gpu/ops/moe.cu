@@ -12,14 +12,10 @@ constexpr int kRouteMaxK = 32;
 // One warp per token. Lane holds scores of experts lane + 32 j. Top-k by k
 // rounds of warp argmax (ties to the lower id, as the reference); lane 0 then
 // applies the post-top-k function serially in the reference's order.
-__global__ void moe_route_kernel(const float* __restrict__ logits, int T, int E, int K, int sigmoid,
-                                 int softmax_over_topk, int norm_topk, int32_t* __restrict__ ids,
-                                 float* __restrict__ weights) {
-  __shared__ float sel_val[4][kRouteMaxK];
-  __shared__ int sel_id[4][kRouteMaxK];
-  const int lane = threadIdx.x & 31, wl = threadIdx.x >> 5;
-  const int t = blockIdx.x * 4 + wl;
-  if (t >= T) return;
+__device__ __forceinline__ void route_token(const float* __restrict__ logits, int t, int E, int K, int sigmoid,
+                                            int softmax_over_topk, int norm_topk, int32_t* __restrict__ ids,
+                                            float* __restrict__ weights, float* sel_val, int* sel_id) {
+  const int lane = threadIdx.x & 31;
   float sc[kRouteMaxPerLane];
 #pragma unroll
   for (int j = 0; j < kRouteMaxPerLane; ++j) {
@@ -64,13 +60,13 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, int T, int E,
     }
     if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
     if (lane == 0) {
-      sel_val[wl][k] = bv;
-      sel_id[wl][k] = bi;
+      sel_val[k] = bv;
+      sel_id[k] = bi;
     }
   }
   __syncwarp();
   if (lane != 0) return;
-  float* w = sel_val[wl];
+  float* w = sel_val;
   if (softmax_over_topk) {
     if (!sigmoid) {
       float mx = -INFINITY;
@@ -88,9 +84,20 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, int T, int E,
     for (int k = 0; k < K; ++k) w[k] /= sum;
   }
   for (int k = 0; k < K; ++k) {
-    ids[int64_t(t) * K + k] = sel_id[wl][k];
+    ids[int64_t(t) * K + k] = sel_id[k];
     weights[int64_t(t) * K + k] = w[k];
   }
+}
+
+__global__ void moe_route_kernel(const float* __restrict__ logits, int T, int E, int K, int sigmoid,
+                                 int softmax_over_topk, int norm_topk, int32_t* __restrict__ ids,
+                                 float* __restrict__ weights) {
+  __shared__ float sel_val[4][kRouteMaxK];
+  __shared__ int sel_id[4][kRouteMaxK];
+  const int wl = threadIdx.x >> 5;
+  const int t = blockIdx.x * 4 + wl;
+  if (t >= T) return;
+  route_token(logits, t, E, K, sigmoid, softmax_over_topk, norm_topk, ids, weights, sel_val[wl], sel_id[wl]);
 }
 
 Status launch_moe_route(const float* logits, int T, int E, int K, RouterFn fn, bool softmax_over_topk,
@@ -107,8 +114,8 @@ Status launch_moe_route(const float* logits, int T, int E, int K, RouterFn fn, b
 // One block: histogram per expert, serial compaction by thread 0 (E is small),
 // then members scattered with atomics (their order inside an expert does not
 // change any result: every selection has its own output row).
-__global__ void moe_plan_kernel(const int32_t* __restrict__ ids, int n_sel, int E, MoePlan plan) {
-  extern __shared__ int32_t plan_smem[];
+__device__ __forceinline__ void plan_block(const int32_t* ids, int n_sel, int E, const MoePlan& plan,
+                                           int32_t* plan_smem) {
   int32_t* cnt = plan_smem;       // (E)
   int32_t* cursor = cnt + E;      // (E)
   for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
@@ -136,6 +143,41 @@ __global__ void moe_plan_kernel(const int32_t* __restrict__ ids, int n_sel, int 
   }
 }
 
+__global__ void moe_plan_kernel(const int32_t* __restrict__ ids, int n_sel, int E, MoePlan plan) {
+  extern __shared__ int32_t plan_smem[];
+  plan_block(ids, n_sel, E, plan, plan_smem);
+}
+
+// Decode (T <= 8): route (warp t routes token t) and plan in one block, one
+// launch instead of two per MoE layer. The ids written by the routing lanes
+// are visible to the whole block after __syncthreads.
+__global__ void moe_route_plan_kernel(const float* __restrict__ logits, int T, int E, int K, int sigmoid,
+                                      int softmax_over_topk, int norm_topk, int32_t* ids, float* __restrict__ weights,
+                                      MoePlan plan) {
+  __shared__ float sel_val[kMoeRoutePlanMaxT][kRouteMaxK];
+  __shared__ int sel_id[kMoeRoutePlanMaxT][kRouteMaxK];
+  extern __shared__ int32_t plan_smem[];
+  const int wl = threadIdx.x >> 5;
+  if (wl < T)
+    route_token(logits, wl, E, K, sigmoid, softmax_over_topk, norm_topk, ids, weights, sel_val[wl], sel_id[wl]);
+  __syncthreads();
+  plan_block(ids, T * K, E, plan, plan_smem);
+}
+
+Status launch_moe_route_plan(const float* logits, int T, int E, int K, RouterFn fn, bool softmax_over_topk,
+                             bool norm_topk_prob, int32_t* ids, float* weights, const MoePlan& plan,
+                             cudaStream_t stream) {
+  if (T == 0) return Status::ok();
+  if (T > kMoeRoutePlanMaxT) return invalid_argument("moe route+plan: more than 8 tokens");
+  if (E > 32 * kRouteMaxPerLane || K > kRouteMaxK || K > E)
+    return invalid_argument("moe route: needs n_experts <= 256 and top_k <= min(32, n_experts)");
+  moe_route_plan_kernel<<<1, 32 * kMoeRoutePlanMaxT, size_t(2) * E * sizeof(int32_t), stream>>>(
+      logits, T, E, K, fn == RouterFn::kSigmoid ? 1 : 0, softmax_over_topk ? 1 : 0, norm_topk_prob ? 1 : 0, ids,
+      weights, plan);
+  MS_CUDA_LAUNCH_CHECK("moe_route_plan_kernel");
+  return Status::ok();
+}
+
 Status launch_moe_plan(const int32_t* ids, int T, int K, int E, const MoePlan& plan, cudaStream_t stream) {
   if (T == 0) return Status::ok();
   if (E > 4096) return invalid_argument("moe plan: more than 4096 experts");
@@ -146,9 +188,10 @@ Status launch_moe_plan(const int32_t* ids, int T, int K, int E, const MoePlan& p
 
 constexpr int kMoeWarps = 8;
 
-// Grid (max_active, ceil(I / 8)): block (u, y) serves routed expert u; warp w
-// owns intermediate column i = 8 y + w: it streams gate row i and up row i and
-// dots them with its members' h rows, 8 members at a time.
+// Grid (max_active, ceil(I / 8)): block (u, y) serves routed expert u; warp
+// w owns intermediate column i = 8 y + w: it streams gate row i and up row i
+// together (8 loads in flight per lane) and dots them with its members' h
+// rows, 8 members at a time.
 __global__ void __launch_bounds__(kMoeWarps * 32) moe_gate_up_kernel(const bf16* __restrict__ h,
                                                                      const bf16* __restrict__ gate_up, int H, int I,
                                                                      int K, MoePlan plan, bf16* __restrict__ act) {
@@ -157,8 +200,7 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_gate_up_kernel(const bf16*
   const int i = blockIdx.y * kMoeWarps + (threadIdx.x >> 5);
   if (i >= I) return;
   const int e = plan.active[u], off = plan.offset[u], cnt = plan.count[u];
-  const bf16* wg = gate_up + (int64_t(e) * 2 * I + i) * H;
-  const bf16* wu = gate_up + (int64_t(e) * 2 * I + I + i) * H;
+  const bf16* const w[2] = {gate_up + (int64_t(e) * 2 * I + i) * H, gate_up + (int64_t(e) * 2 * I + I + i) * H};
   for (int c0 = 0; c0 < cnt; c0 += kGemvMaxRows) {
     const int rows = min(kGemvMaxRows, cnt - c0);
     const bf16* xr[kGemvMaxRows];
@@ -168,14 +210,13 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_gate_up_kernel(const bf16*
       sel[r] = plan.members[off + c0 + (r < rows ? r : 0)];
       xr[r] = h + int64_t(sel[r] / K) * H;
     }
-    float g[kGemvMaxRows], up[kGemvMaxRows];
+    float acc[2][kGemvMaxRows];  // [0]: gate, [1]: up
 #pragma unroll
-    for (int r = 0; r < kGemvMaxRows; ++r) g[r] = up[r] = 0.f;
-    warp_dot_rows(wg, xr, rows, H, g);
-    warp_dot_rows(wu, xr, rows, H, up);
+    for (int r = 0; r < kGemvMaxRows; ++r) acc[0][r] = acc[1][r] = 0.f;
+    warp_dot_multi<2, 4>(w, xr, rows, H, acc);
 #pragma unroll
     for (int r = 0; r < kGemvMaxRows; ++r) {
-      const float gs = warp_sum(g[r]), us = warp_sum(up[r]);
+      const float gs = warp_sum(acc[0][r]), us = warp_sum(acc[1][r]);
       if (r < rows && (threadIdx.x & 31) == 0)
         act[int64_t(sel[r]) * I + i] = __float2bfloat16_rn(gs / (1.0f + expf(-gs)) * us);
     }
@@ -194,17 +235,24 @@ Status launch_moe_gate_up(const void* h, const void* gate_up, int H, int I, int 
   return Status::ok();
 }
 
-// Grid (max_active, ceil(H / 8)): warp owns output column n of routed expert u.
-__global__ void __launch_bounds__(kMoeWarps * 32) moe_down_kernel(const bf16* __restrict__ act,
+// Grid (max_active, ceil(H / 32)): warp w of block (u, y) owns the
+// kDownCols output columns n = kDownCols (8 y + w) + j of routed expert u.
+// Rows of W_down are only I = 768 long (3 chunks per lane): several rows per
+// warp keep 12 loads in flight per lane and amortise the act reads.
+constexpr int kDownCols = 4;
+
+__global__ void __launch_bounds__(kMoeWarps * 32, 2) moe_down_kernel(const bf16* __restrict__ act,
                                                                   const bf16* __restrict__ down,
                                                                   const float* __restrict__ weights, int H, int I,
                                                                   MoePlan plan, float* __restrict__ ybuf) {
   const int u = blockIdx.x;
   if (u >= *plan.n_active) return;
-  const int n = blockIdx.y * kMoeWarps + (threadIdx.x >> 5);
-  if (n >= H) return;
+  const int n0 = (blockIdx.y * kMoeWarps + (threadIdx.x >> 5)) * kDownCols;
+  if (n0 >= H) return;
   const int e = plan.active[u], off = plan.offset[u], cnt = plan.count[u];
-  const bf16* wd = down + (int64_t(e) * H + n) * I;
+  const bf16* w[kDownCols];
+#pragma unroll
+  for (int j = 0; j < kDownCols; ++j) w[j] = down + (int64_t(e) * H + min(n0 + j, H - 1)) * I;  // clamped, unused
   for (int c0 = 0; c0 < cnt; c0 += kGemvMaxRows) {
     const int rows = min(kGemvMaxRows, cnt - c0);
     const bf16* xr[kGemvMaxRows];
@@ -214,15 +262,20 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_down_kernel(const bf16* __
       sel[r] = plan.members[off + c0 + (r < rows ? r : 0)];
       xr[r] = act + int64_t(sel[r]) * I;
     }
-    float y[kGemvMaxRows];
+    float y[kDownCols][kGemvMaxRows];
 #pragma unroll
-    for (int r = 0; r < kGemvMaxRows; ++r) y[r] = 0.f;
-    warp_dot_rows(wd, xr, rows, I, y);
+    for (int j = 0; j < kDownCols; ++j)
 #pragma unroll
-    for (int r = 0; r < kGemvMaxRows; ++r) {
-      const float s = warp_sum(y[r]);
-      if (r < rows && (threadIdx.x & 31) == 0) ybuf[int64_t(sel[r]) * H + n] = weights[sel[r]] * s;
-    }
+      for (int r = 0; r < kGemvMaxRows; ++r) y[j][r] = 0.f;
+    warp_dot_multi<kDownCols, 4>(w, xr, rows, I, y);
+#pragma unroll
+    for (int j = 0; j < kDownCols; ++j)
+#pragma unroll
+      for (int r = 0; r < kGemvMaxRows; ++r) {
+        const float s = warp_sum(y[j][r]);
+        if (r < rows && n0 + j < H && (threadIdx.x & 31) == 0)
+          ybuf[int64_t(sel[r]) * H + n0 + j] = weights[sel[r]] * s;
+      }
   }
 }
 
@@ -230,7 +283,7 @@ Status launch_moe_down(const void* act, const void* down, const float* weights, 
                        int max_active, float* ybuf, cudaStream_t stream) {
   if (max_active == 0) return Status::ok();
   if (I % 8 != 0) return invalid_argument("moe down: expert width % 8 != 0");
-  dim3 grid(max_active, (H + kMoeWarps - 1) / kMoeWarps);
+  dim3 grid(max_active, (H + kMoeWarps * kDownCols - 1) / (kMoeWarps * kDownCols));
   moe_down_kernel<<<grid, kMoeWarps * 32, 0, stream>>>(static_cast<const bf16*>(act), static_cast<const bf16*>(down),
                                                        weights, H, I, plan, ybuf);
   MS_CUDA_LAUNCH_CHECK("moe_down_kernel");

@@ -40,6 +40,13 @@ struct MoePlan {
 // E <= 4096.
 Status launch_moe_plan(const int32_t* ids, int T, int K, int E, const MoePlan& plan, cudaStream_t stream);
 
+// launch_moe_route then launch_moe_plan in one single-block launch, for
+// decode steps: T <= kMoeRoutePlanMaxT, E <= 256, K <= 32.
+constexpr int kMoeRoutePlanMaxT = 8;
+Status launch_moe_route_plan(const float* logits, int T, int E, int K, RouterFn fn, bool softmax_over_topk,
+                             bool norm_topk_prob, int32_t* ids, float* weights, const MoePlan& plan,
+                             cudaStream_t stream);
+
 // h (T, H) bf16; gate_up (E, 2I, H) bf16 (rows [0, I) gate, [I, 2I) up);
 // act (T*K, I) bf16. max_active: grid size, >= the number of routed experts
 // (min(E, T*K)).
