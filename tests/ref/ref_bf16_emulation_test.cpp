@@ -14,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/generate.h"
 #include "model/model_loader.h"
 #include "ref/ref_backend.h"
 
@@ -100,6 +101,37 @@ TEST_P(RefBf16, StaysCloseToFp32BeforeRoutingFlips) {
 
 INSTANTIATE_TEST_SUITE_P(Families, RefBf16,
                          ::testing::Values("cohere2_moe", "cohere2_moe_shared", "qwen3_moe", "qwen3", "llama"));
+
+}  // namespace
+}  // namespace ms
+
+namespace ms {
+namespace {
+
+// The trained demo model in bf16 mode: what the GPU's greedy tokens should be
+// (tests/gpu LayeredDemoModel requires HF's tokens exactly).
+TEST(RefBf16Demo, GreedyTokensEqualTransformers) {
+  const std::string dir = std::string(MEGASERVE_SOURCE_DIR) + "/models/north-mini-demo";
+  auto model = load_model(dir);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  RefBackendOptions opt;
+  opt.block_size = 16;
+  opt.kv_bytes = 64 << 20;
+  opt.threads = 2;
+  opt.emulate_bf16_activations = true;
+  auto backend = RefBackend::create((*model)->config, (*model)->weights, opt);
+  ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
+  std::ifstream in(dir + "/golden.json");
+  nlohmann::json g = nlohmann::json::parse(in);
+  for (const auto& p : g["prompts"]) {
+    SCOPED_TRACE(p["name"].get<std::string>());
+    GenerateOptions go;
+    go.max_new_tokens = 64;
+    auto out = generate_greedy(**backend, p["prompt_ids"].get<std::vector<int32_t>>(), go);
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    EXPECT_EQ(*out, p["greedy"].get<std::vector<int32_t>>());
+  }
+}
 
 }  // namespace
 }  // namespace ms
