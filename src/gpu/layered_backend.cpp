@@ -556,8 +556,8 @@ Status LayeredBackend::forward(const StepShape& s) {
 
 Status LayeredBackend::mark(const char* op) {
   if (!prof_) return Status::ok();
-  cudaEvent_t ev = nullptr;
-  MS_CUDA_RETURN(cudaEventCreate(&ev));
+  if (prof_->size() >= prof_pool_.size()) return internal_error("profile_decode: more ops than events");
+  cudaEvent_t ev = prof_pool_[prof_->size()];
   prof_->push_back({op, ev});
   // External: a timed event-record node in the captured graph (a plain
   // record during capture only orders streams).
@@ -576,10 +576,25 @@ Status LayeredBackend::profile_decode(const std::vector<SeqWork>& batch,
   std::vector<ProfMark> marks;
   cudaGraphExec_t exec = nullptr;
   auto cleanup = [&]() {
-    for (auto& m : marks) (void)cudaEventDestroy(m.ev);
+    for (cudaEvent_t ev : prof_pool_) (void)cudaEventDestroy(ev);
+    prof_pool_.clear();
     if (exec) (void)cudaGraphExecDestroy(exec);
   };
-  MS_CUDA_RETURN(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  // Events are created before the capture (at most 16 ops per layer + 8).
+  for (int i = 0; i < 16 * cfg_.n_layers + 8; ++i) {
+    cudaEvent_t ev = nullptr;
+    cudaError_t ce = cudaEventCreate(&ev);
+    if (ce != cudaSuccess) {
+      cleanup();
+      MS_CUDA_RETURN(ce);
+    }
+    prof_pool_.push_back(ev);
+  }
+  const cudaError_t begin = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+  if (begin != cudaSuccess) {
+    cleanup();
+    MS_CUDA_RETURN(begin);
+  }
   prof_ = &marks;
   Status st = mark("start");
   if (st.is_ok()) st = forward(s);

@@ -189,6 +189,7 @@ class LayeredBackend final : public Backend {
     cudaEvent_t ev;
   };
   std::vector<ProfMark>* prof_ = nullptr;
+  std::vector<cudaEvent_t> prof_pool_;  // created before capture; mark() takes the next one
   Status mark(const char* op);
 
   // Decode graphs by (batch size, block-table row stride).

@@ -135,19 +135,26 @@ __global__ void paged_attention_kernel(AttnArgs a) {
 }
 
 // Grid (rows, nh), hd threads: out = sum_s w_s o_s / sum_s w_s, w_s = exp(lse_s - max).
+// The split LSEs are staged in shared memory once (one coalesced load per
+// thread), so the per-split loop only streams part_o, 16 loads unrolled; the
+// first version re-read part_lse serially from global in two loops, a chain
+// of L2 round trips that grows with the split count.
 __global__ void attention_combine_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse,
                                          int nh, int splits, int hd, bf16* __restrict__ out) {
+  extern __shared__ float lse_s[];  // (splits)
   const int row = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
   const int64_t base = (int64_t(row) * nh + h) * splits;
+  for (int s = d; s < splits; s += blockDim.x) lse_s[s] = part_lse[base + s];
+  __syncthreads();
   float mx = -INFINITY;
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_lse[base + s]);
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, lse_s[s]);
   float num = 0.f, den = 0.f;
   if (mx != -INFINITY) {
+#pragma unroll 16
     for (int s = 0; s < splits; ++s) {
-      const float lse = part_lse[base + s];
-      if (lse == -INFINITY) continue;
-      const float w = expf(lse - mx);
-      num += w * part_o[(base + s) * hd + d];
+      const float lse = lse_s[s];
+      const float w = lse == -INFINITY ? 0.f : expf(lse - mx);
+      num += w * part_o[(base + s) * hd + d];  // empty splits wrote 0
       den += w;
     }
   }
@@ -167,8 +174,8 @@ Status launch_paged_attention(const AttnArgs& a, cudaStream_t stream) {
   dim3 grid(a.n_tiles * a.nkv, a.splits);
   paged_attention_kernel<<<grid, warps * 32, smem, stream>>>(a);
   MS_CUDA_LAUNCH_CHECK("paged_attention_kernel");
-  attention_combine_kernel<<<dim3(a.rows, a.nh), a.hd, 0, stream>>>(a.part_o, a.part_lse, a.nh, a.splits, a.hd,
-                                                                    static_cast<bf16*>(a.out));
+  attention_combine_kernel<<<dim3(a.rows, a.nh), a.hd, size_t(a.splits) * sizeof(float), stream>>>(
+      a.part_o, a.part_lse, a.nh, a.splits, a.hd, static_cast<bf16*>(a.out));
   MS_CUDA_LAUNCH_CHECK("attention_combine_kernel");
   return Status::ok();
 }
