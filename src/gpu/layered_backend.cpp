@@ -402,7 +402,7 @@ Status LayeredBackend::stage_metadata(const std::vector<SeqWork>& batch, const s
   return Status::ok();
 }
 
-Status LayeredBackend::ffn(int li, int T, bool decode, float* out) {
+Status LayeredBackend::ffn(int li, int T, bool decode, float* out, MoeSum* deferred) {
   (void)decode;
   const Layer& l = layers_[li];
   const int H = cfg_.hidden;
@@ -451,6 +451,10 @@ Status LayeredBackend::ffn(int li, int T, bool decode, float* out) {
     MS_RETURN_IF_ERROR(mark("shared_expert"));
     shared = shared_out_.get();
   }
+  if (deferred) {  // folded into the next add_norm
+    *deferred = MoeSum{moe_y_.get(), K, shared, cfg_.shared_sum};
+    return Status::ok();
+  }
   MS_RETURN_IF_ERROR(launch_moe_combine(moe_y_.get(), shared, cfg_.shared_sum, T, K, H, out, stream_));
   return mark("moe_combine");
 }
@@ -463,8 +467,11 @@ Status LayeredBackend::forward(const StepShape& s) {
   const int stride = static_cast<int>(kv_.groups.size()) * s.table_width;
   MS_RETURN_IF_ERROR(launch_embedding(embed_.get(), meta + meta_.tokens, T, H, x_.get(), stream_));
   MS_RETURN_IF_ERROR(mark("embedding"));
+  // Residual adds not yet applied to x_: pend0, then pend1 or the deferred
+  // MoE combine (moe_y_, shared_out_), applied by the next add_norm.
   const float* pend0 = nullptr;
   const float* pend1 = nullptr;
+  MoeSum pend_moe;
   for (int li = 0; li < cfg_.n_layers; ++li) {
     const Layer& l = layers_[li];
     const LayerSpec& spec = cfg_.layers[li];
@@ -472,7 +479,7 @@ Status LayeredBackend::forward(const StepShape& s) {
     // The router reads the fp32 normed input; attention and dense FFNs the bf16 copy.
     MS_RETURN_IF_ERROR(launch_add_norm(x_.get(), pend0, pend1, nullptr, l.attn_norm.get(), cfg_.norm,
                                        cfg_.norm_eps, T, H, h_.get(),
-                                       cfg_.parallel_block && spec.moe ? hf_.get() : nullptr, stream_));
+                                       cfg_.parallel_block && spec.moe ? hf_.get() : nullptr, stream_, pend_moe));
     MS_RETURN_IF_ERROR(mark("add_norm"));
     MS_RETURN_IF_ERROR(launch_linear(cublas_, h_.get(), H, l.qkv_w.get(), l.qkv_b.size() ? l.qkv_b.get() : nullptr,
                                      1.f, qkv_.get(), qkvw, T, qkvw, H, stream_));
@@ -525,22 +532,24 @@ Status LayeredBackend::forward(const StepShape& s) {
                                      1.f, attn_out_.get(), H, T, H, qw, stream_));
     MS_RETURN_IF_ERROR(mark("o_linear"));
     if (cfg_.parallel_block) {
-      MS_RETURN_IF_ERROR(ffn(li, T, s.decode, mlp_out_.get()));
+      pend_moe = MoeSum{};
+      MS_RETURN_IF_ERROR(ffn(li, T, s.decode, mlp_out_.get(), &pend_moe));
       pend0 = attn_out_.get();
-      pend1 = mlp_out_.get();
+      pend1 = pend_moe.ysel ? nullptr : mlp_out_.get();
     } else {
       MS_RETURN_IF_ERROR(launch_add_norm(x_.get(), attn_out_.get(), nullptr, nullptr, l.ffn_norm.get(), cfg_.norm,
                                          cfg_.norm_eps, T, H, h_.get(), spec.moe ? hf_.get() : nullptr, stream_));
       MS_RETURN_IF_ERROR(mark("add_norm"));
-      MS_RETURN_IF_ERROR(ffn(li, T, s.decode, mlp_out_.get()));
-      pend0 = mlp_out_.get();
+      pend_moe = MoeSum{};
+      MS_RETURN_IF_ERROR(ffn(li, T, s.decode, mlp_out_.get(), &pend_moe));
+      pend0 = pend_moe.ysel ? nullptr : mlp_out_.get();
       pend1 = nullptr;
     }
   }
   // Final norm of the rows whose logits are wanted (residual adds applied to them).
   const int R = s.n_logits;
   MS_RETURN_IF_ERROR(launch_add_norm(x_.get(), pend0, pend1, meta + meta_.logit_rows, final_norm_.get(), cfg_.norm,
-                                     cfg_.norm_eps, R, H, last_h_.get(), nullptr, stream_));
+                                     cfg_.norm_eps, R, H, last_h_.get(), nullptr, stream_, pend_moe));
   MS_RETURN_IF_ERROR(mark("final_norm"));
   const void* head = lm_head_.size() ? lm_head_.get() : embed_.get();
   MS_RETURN_IF_ERROR(launch_linear(cublas_, last_h_.get(), H, head, nullptr, cfg_.logit_scale, logits_.get(),

@@ -25,6 +25,7 @@
 
 #include "engine/backend.h"
 #include "gpu/common/device_buffer.h"
+#include "gpu/ops/elementwise.h"
 #include "model/weights.h"
 
 namespace ms::gpu {
@@ -125,7 +126,9 @@ class LayeredBackend final : public Backend {
   Status stage_metadata(const std::vector<SeqWork>& batch, const std::vector<Piece>& pieces, bool decode,
                         StepShape* shape);
   Status forward(const StepShape& s);
-  Status ffn(int li, int T, bool decode, float* out);
+  // MoE layers with `deferred`: the combine is left to the next add_norm
+  // (*deferred set) and `out` is not written.
+  Status ffn(int li, int T, bool decode, float* out, MoeSum* deferred);
   Status run_decode_graph(const StepShape& s);
   Status run_pieces(const std::vector<SeqWork>& batch, const std::vector<Piece>& pieces, StepResult* out);
   bool is_decode_batch(const std::vector<SeqWork>& batch) const;

@@ -392,6 +392,46 @@ TEST(GpuOps, MoeRouteMatchesRef) {
   }
 }
 
+// add_norm with a deferred MoE combine (MoeSum) is bit-identical to
+// launch_moe_combine followed by add_norm, with and without a shared expert,
+// with a row gather (the final norm).
+TEST(GpuOps, AddNormWithMoeSumEqualsCombineThenAddNorm) {
+  MS_GPU_TEST_GUARD();
+  const int T = 5, K = 4, H = 200;
+  for (int shared_mode = 0; shared_mode < 3; ++shared_mode) {  // none, sum, average
+    for (bool gather : {false, true}) {
+      auto x = randn(size_t(T) * H, 70), a0 = randn(size_t(T) * H, 71), y = randn(size_t(T) * K * H, 72);
+      auto sh = randn(size_t(T) * H, 73), w = randn(H, 74, 0.2f, 1.f);
+      const std::vector<int32_t> rows = gather ? std::vector<int32_t>{4, 1} : std::vector<int32_t>{};
+      const int R = gather ? 2 : T;
+      auto dx1 = dev(x), dx2 = dev(x), d0 = dev(a0), dy = dev(y), dsh = dev(sh), dw = dev(w);
+      auto drows = dev(gather ? rows : std::vector<int32_t>{0});
+      DeviceBuffer<float> comb, f1, f2;
+      DeviceBuffer<uint16_t> o1, o2;
+      ASSERT_OK(comb.alloc(x.size()));
+      ASSERT_OK(f1.alloc(x.size()));
+      ASSERT_OK(f2.alloc(x.size()));
+      ASSERT_OK(o1.alloc(x.size()));
+      ASSERT_OK(o2.alloc(x.size()));
+      for (void* p : {static_cast<void*>(f1.get()), static_cast<void*>(f2.get())})
+        ASSERT_EQ(cudaMemset(p, 0, x.size() * sizeof(float)), cudaSuccess);
+      for (void* p : {static_cast<void*>(o1.get()), static_cast<void*>(o2.get())})
+        ASSERT_EQ(cudaMemset(p, 0, x.size() * sizeof(uint16_t)), cudaSuccess);
+      const float* shared = shared_mode ? dsh.get() : nullptr;
+      const int32_t* in_rows = gather ? drows.get() : nullptr;
+      ASSERT_OK(launch_moe_combine(dy.get(), shared, shared_mode == 1, T, K, H, comb.get(), nullptr));
+      ASSERT_OK(launch_add_norm(dx1.get(), d0.get(), comb.get(), in_rows, dw.get(), NormKind::kRms, 1e-6f, R, H,
+                                o1.get(), f1.get(), nullptr));
+      ASSERT_OK(launch_add_norm(dx2.get(), d0.get(), nullptr, in_rows, dw.get(), NormKind::kRms, 1e-6f, R, H, o2.get(),
+                                f2.get(), nullptr, MoeSum{dy.get(), K, shared, shared_mode == 1}));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(host(dx1), host(dx2)) << "residual, shared_mode " << shared_mode << " gather " << gather;
+      EXPECT_EQ(host(f1), host(f2)) << "normed, shared_mode " << shared_mode << " gather " << gather;
+      EXPECT_EQ(host(o1), host(o2));
+    }
+  }
+}
+
 // Plan + gate_up + down + combine against per-selection dense MLPs.
 TEST(GpuOps, MoeExpertsMatchRef) {
   MS_GPU_TEST_GUARD();

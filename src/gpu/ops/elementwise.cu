@@ -25,7 +25,7 @@ Status launch_embedding(const void* table, const int32_t* ids, int T, int H, flo
 __global__ void add_norm_kernel(float* __restrict__ x, const float* __restrict__ add0,
                                 const float* __restrict__ add1, const int32_t* __restrict__ in_rows,
                                 const float* __restrict__ w, int layer_norm, float eps, int H,
-                                bf16* __restrict__ out, float* __restrict__ out_f32) {
+                                bf16* __restrict__ out, float* __restrict__ out_f32, MoeSum moe) {
   __shared__ float red[32];
   const int r = blockIdx.x;
   const int64_t in_row = in_rows ? in_rows[r] : r;
@@ -34,8 +34,18 @@ __global__ void add_norm_kernel(float* __restrict__ x, const float* __restrict__
   for (int i = threadIdx.x; i < H; i += blockDim.x) {
     float v = xr[i];
     if (add0) v = v + add0[in_row * H + i];
-    if (add1) v = v + add1[in_row * H + i];
-    if (add0 || add1) xr[i] = v;
+    if (moe.ysel) {  // as moe_combine_kernel
+      float o = 0.f;
+      for (int k = 0; k < moe.K; ++k) o += moe.ysel[(in_row * moe.K + k) * H + i];
+      if (moe.shared) {
+        const float y = moe.shared[in_row * H + i];
+        o = moe.shared_sum ? o + y : (o + y) / 2;
+      }
+      v = v + o;
+    } else if (add1) {
+      v = v + add1[in_row * H + i];
+    }
+    if (add0 || add1 || moe.ysel) xr[i] = v;
     s += layer_norm ? v : v * v;
   }
   s = block_sum(s, red);
@@ -57,10 +67,12 @@ __global__ void add_norm_kernel(float* __restrict__ x, const float* __restrict__
 }
 
 Status launch_add_norm(float* x, const float* add0, const float* add1, const int32_t* in_rows, const float* w,
-                       NormKind kind, float eps, int R, int H, void* out, float* out_f32, cudaStream_t stream) {
+                       NormKind kind, float eps, int R, int H, void* out, float* out_f32, cudaStream_t stream,
+                       const MoeSum& moe) {
   if (R == 0) return Status::ok();
+  if (moe.ysel && (add1 || moe.K <= 0)) return invalid_argument("add_norm: a deferred MoE sum needs add1 null, K > 0");
   add_norm_kernel<<<R, 256, 0, stream>>>(x, add0, add1, in_rows, w, kind == NormKind::kLayer ? 1 : 0, eps, H,
-                                         static_cast<bf16*>(out), out_f32);
+                                         static_cast<bf16*>(out), out_f32, moe);
   MS_CUDA_LAUNCH_CHECK("add_norm_kernel");
   return Status::ok();
 }
