@@ -387,11 +387,10 @@ TEST_P(LayeredVsBf16Ref, DecodeMatchesEmulatedRefAndRouting) {
     worst = std::max(worst, e);
     worst_f32 = std::max(worst_f32, rel_err(tg.logits[t], tf.logits[t]));
     EXPECT_LT(e, kBf16RefTol) << "position " << t;
-    for (int li = 0; li < cfg.n_layers; ++li)
-      EXPECT_EQ(tg.routing[t][li], tb.routing[t][li]) << "routing, position " << t << " layer " << li;
   }
   int n_b = 0, d_b = 0, n_f = 0, d_f = 0;
   const int flip_b = first_flip(tg, tb, &n_b, &d_b), flip_f = first_flip(tg, tf, &n_f, &d_f);
+  EXPECT_EQ(d_b, 0) << "GPU routing differs from the bf16-emulated reference's, first at position " << flip_b;
   std::printf("%s teacher-forced, %zu positions: GPU vs bf16-emulated ref worst rel err %.2e, routing %d/%d differ "
               "(first %d); GPU vs fp32 ref worst rel err %.2e, routing %d/%d differ (first %d)\n",
               GetParam().c_str(), seq.size(), worst, d_b, n_b, flip_b == INT_MAX ? -1 : flip_b, worst_f32, d_f, n_f,
