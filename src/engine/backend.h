@@ -9,11 +9,14 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "model/config.h"
+#include "sampling/sampler.h"
+#include "sampling/sampling_params.h"
 
 namespace ms {
 
@@ -51,6 +54,15 @@ struct StepResult {
   std::vector<std::vector<float>> logits;
 };
 
+// What the optional device-sampling path needs to sample one sequence's next
+// token exactly as sample_token() (src/sampling/sampler.h) would.
+struct SampleSpec {
+  SamplingParams params;
+  std::span<const int32_t> prompt;  // repetition penalty; valid during step_sample
+  std::span<const int32_t> output;  // tokens generated so far; the draw index is output.size()
+  uint64_t seed = 0;                // per sequence: request seed + choice index
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -61,6 +73,20 @@ class Backend {
   // the cache and returning the requested logits. Errors leave the cache of
   // other sequences untouched.
   virtual Status step(const std::vector<SeqWork>& batch, StepResult* out) = 0;
+
+  // Optional: the same forward step, then sampling on the backend's device,
+  // so that only tokens and logprobs come back (no logits rows). specs has
+  // one entry per SeqWork: non-null exactly where a token is wanted (it must
+  // then have need_logits). *out is resized to batch.size(); entries without
+  // a spec are left default. Engines call it only when supports_sampling().
+  virtual bool supports_sampling() const { return false; }
+  virtual Status step_sample(const std::vector<SeqWork>& batch, const std::vector<const SampleSpec*>& specs,
+                             std::vector<SampleResult>* out) {
+    (void)batch;
+    (void)specs;
+    (void)out;
+    return unimplemented(std::string("backend ") + name() + " does not sample on its device");
+  }
 };
 
 // Validates a batch against the KV spec (table coverage, block ids in range,

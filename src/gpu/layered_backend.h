@@ -56,6 +56,12 @@ class LayeredBackend final : public Backend {
   const ModelConfig& config() const override { return cfg_; }
   const KvSpec& kv_spec() const override { return kv_; }
   Status step(const std::vector<SeqWork>& batch, StepResult* out) override;
+  // Device sampling (layered_sampling.cpp): the forward of step(), then the
+  // sampler kernel (gpu/ops/sampling.h) on the logits rows left on the
+  // device; only tokens and logprobs are copied back.
+  bool supports_sampling() const override;
+  Status step_sample(const std::vector<SeqWork>& batch, const std::vector<const SampleSpec*>& specs,
+                     std::vector<SampleResult>* out) override;
 
   // Decode step with greedy sampling on the device: only token ids and their
   // log-probabilities come back. Every SeqWork must hold one token; batch <= 8.
@@ -197,6 +203,16 @@ class LayeredBackend final : public Backend {
 
   // Decode graphs by (batch size, block-table row stride).
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;
+
+  // Device sampling (layered_sampling.cpp): buffers created on first use.
+  struct SamplingState;
+  struct SamplingStateDeleter {
+    void operator()(SamplingState* s) const;
+  };
+  std::unique_ptr<SamplingState, SamplingStateDeleter> sampling_;
+  // Samples logits_ row r for batch entry batch_of_row[r] (-1: skip).
+  Status sample_rows(const std::vector<const SampleSpec*>& specs, const std::vector<int>& batch_of_row,
+                     std::vector<SampleResult>* out);
 };
 
 }  // namespace ms::gpu

@@ -217,10 +217,44 @@ bool EngineImpl::run_step() {
     if (it != seqs_.end()) finish_choice(*it->second.req, it->second.choice, FinishReason::kError, st);
   }
   if (plan.empty()) return !plan.failed.empty();
-  StepResult res;
-  Status st = backend_->step(plan.work, &res);
+  // What each sequence needing a token samples with; the histories are
+  // spans into the scheduler's sequences, unchanged until update_from_output.
   const int vocab = backend_->config().vocab_size;
-  if (st.is_ok()) {
+  std::vector<SampleSpec> spec_store(plan.work.size());
+  std::vector<const SampleSpec*> specs(plan.work.size(), nullptr);
+  for (size_t i = 0; i < plan.work.size(); ++i) {
+    const SeqWork& w = plan.work[i];
+    if (!w.need_logits) continue;
+    auto it = seqs_.find(w.seq_id);
+    if (it == seqs_.end()) continue;
+    const Sequence& s = sched_.sequence(w.seq_id);
+    const Active& a = *it->second.req;
+    SampleSpec& spec = spec_store[i];
+    spec.params = a.req.sampling;
+    spec.prompt = std::span<const int32_t>(s.tokens.data(), s.prompt_len);
+    spec.output = std::span<const int32_t>(s.tokens.data() + s.prompt_len, s.tokens.size() - s.prompt_len);
+    spec.seed = a.seed + static_cast<uint64_t>(it->second.choice);
+    specs[i] = &spec;
+  }
+  // Device sampling when the backend offers it (only tokens and logprobs come
+  // back); else the logits rows and the CPU sampler. Both give SampleResults.
+  const bool on_device = backend_->supports_sampling();
+  StepResult res;
+  std::vector<SampleResult> device_samples;
+  Status st = on_device ? backend_->step_sample(plan.work, specs, &device_samples) : backend_->step(plan.work, &res);
+  if (st.is_ok() && on_device) {
+    if (device_samples.size() != plan.work.size()) {
+      st = internal_error("backend returned " + std::to_string(device_samples.size()) + " samples for " +
+                          std::to_string(plan.work.size()) + " sequences");
+    } else {
+      for (size_t i = 0; i < plan.work.size(); ++i)
+        if (specs[i] && (device_samples[i].token < 0 || device_samples[i].token >= vocab)) {
+          st = internal_error("backend sampled token " + std::to_string(device_samples[i].token) +
+                              " out of range for sequence " + std::to_string(plan.work[i].seq_id));
+          break;
+        }
+    }
+  } else if (st.is_ok()) {
     for (size_t i = 0; i < plan.work.size(); ++i)
       if (plan.work[i].need_logits && (i >= res.logits.size() || static_cast<int>(res.logits[i].size()) != vocab)) {
         st = internal_error("backend returned no logits row for sequence " + std::to_string(plan.work[i].seq_id));
@@ -244,19 +278,20 @@ bool EngineImpl::run_step() {
   std::vector<int32_t> sampled(plan.work.size(), 0);
   std::unordered_map<int64_t, SampleResult> samples;
   for (size_t i = 0; i < plan.work.size(); ++i) {
-    const SeqWork& w = plan.work[i];
-    if (!w.need_logits) continue;
-    auto it = seqs_.find(w.seq_id);
-    if (it == seqs_.end()) continue;
-    const Sequence& s = sched_.sequence(w.seq_id);
-    const Active& a = *it->second.req;
-    SamplerContext ctx;
-    ctx.prompt = std::span<const int32_t>(s.tokens.data(), s.prompt_len);
-    ctx.output = std::span<const int32_t>(s.tokens.data() + s.prompt_len, s.tokens.size() - s.prompt_len);
-    ctx.seed = a.seed + static_cast<uint64_t>(it->second.choice);
-    SampleResult r = sample_token(res.logits[i], a.req.sampling, ctx);
+    if (!specs[i]) continue;
+    const SampleSpec& spec = *specs[i];
+    SampleResult r;
+    if (on_device) {
+      r = std::move(device_samples[i]);
+    } else {
+      SamplerContext ctx;
+      ctx.prompt = spec.prompt;
+      ctx.output = spec.output;
+      ctx.seed = spec.seed;
+      r = sample_token(res.logits[i], spec.params, ctx);
+    }
     sampled[i] = r.token;
-    samples[w.seq_id] = std::move(r);
+    samples[plan.work[i].seq_id] = std::move(r);
   }
   // Cached-prompt counts are read before update removes finished sequences.
   std::unordered_map<int64_t, int> cached;

@@ -1,0 +1,124 @@
+// LayeredBackend::step_sample: the forward of step() (the decode graph, or
+// eager sub-steps for prefill and mixed batches), then the device sampler
+// (gpu/ops/sampling.h) on the logits rows where they lie, so a step copies
+// back tokens and logprobs (176 bytes a row) instead of vocab_size floats.
+// Eager sub-steps reuse the logits buffer, so each one samples its own rows
+// before the next runs.
+#include <algorithm>
+
+#include "gpu/common/cuda_check.h"
+#include "gpu/layered_backend.h"
+#include "gpu/ops/sampling.h"
+
+namespace ms::gpu {
+
+struct LayeredBackend::SamplingState {
+  DeviceBuffer<float> scratch;               // (rows, V) penalised, scaled rows
+  DeviceBuffer<SampleRowParams> rows;        // (rows)
+  DeviceBuffer<SamplePenalty> penalties;     // (entries)
+  DeviceBuffer<SampleRowOut> out;            // (rows)
+  PinnedBuffer<SampleRowParams> rows_host;   // (rows)
+  PinnedBuffer<SampleRowOut> out_host;       // (rows)
+  std::vector<SamplePenalty> penalties_host;
+};
+
+void LayeredBackend::SamplingStateDeleter::operator()(SamplingState* s) const { delete s; }
+
+bool LayeredBackend::supports_sampling() const { return cfg_.vocab_size <= kMaxSampleVocab; }
+
+Status LayeredBackend::sample_rows(const std::vector<const SampleSpec*>& specs, const std::vector<int>& batch_of_row,
+                                   std::vector<SampleResult>* out) {
+  SamplingState& st = *sampling_;
+  const int V = cfg_.vocab_size;
+  const size_t cap = batch_of_row.size();
+  if (st.rows_host.size() < cap) MS_RETURN_IF_ERROR(st.rows_host.alloc(cap));
+  if (st.out_host.size() < cap) MS_RETURN_IF_ERROR(st.out_host.alloc(cap));
+  st.penalties_host.clear();
+  std::vector<int> which;  // batch index of each sampled row
+  for (size_t row = 0; row < batch_of_row.size(); ++row) {
+    const int b = batch_of_row[row];
+    if (b < 0 || !specs[b]) continue;
+    const SampleSpec& s = *specs[b];
+    pack_sample_row(s.params, s.prompt, s.output, s.seed, static_cast<int>(row), V, st.rows_host.get() + which.size(),
+                    &st.penalties_host);
+    which.push_back(b);
+  }
+  const int R = static_cast<int>(which.size());
+  if (R == 0) return Status::ok();
+  if (st.scratch.size() < size_t(R) * V) MS_RETURN_IF_ERROR(st.scratch.alloc(size_t(R) * V));
+  if (st.rows.size() < size_t(R)) MS_RETURN_IF_ERROR(st.rows.alloc(R));
+  if (st.out.size() < size_t(R)) MS_RETURN_IF_ERROR(st.out.alloc(R));
+  const size_t n_pen = std::max<size_t>(st.penalties_host.size(), 1);
+  if (st.penalties.size() < n_pen) MS_RETURN_IF_ERROR(st.penalties.alloc(n_pen));
+  MS_CUDA_RETURN(cudaMemcpyAsync(st.rows.get(), st.rows_host.get(), size_t(R) * sizeof(SampleRowParams),
+                                 cudaMemcpyHostToDevice, stream_));
+  if (!st.penalties_host.empty())
+    MS_CUDA_RETURN(cudaMemcpyAsync(st.penalties.get(), st.penalties_host.data(),
+                                   st.penalties_host.size() * sizeof(SamplePenalty), cudaMemcpyHostToDevice, stream_));
+  MS_RETURN_IF_ERROR(launch_sample(logits_.get(), V, st.rows.get(), R, st.penalties.get(), st.scratch.get(),
+                                   st.out.get(), stream_));
+  MS_CUDA_RETURN(cudaMemcpyAsync(st.out_host.get(), st.out.get(), size_t(R) * sizeof(SampleRowOut),
+                                 cudaMemcpyDeviceToHost, stream_));
+  MS_CUDA_RETURN(cudaStreamSynchronize(stream_));
+  for (int r = 0; r < R; ++r) (*out)[which[r]] = to_sample_result(st.out_host.get()[r], specs[which[r]]->params.logprobs);
+  return Status::ok();
+}
+
+Status LayeredBackend::step_sample(const std::vector<SeqWork>& batch, const std::vector<const SampleSpec*>& specs,
+                                   std::vector<SampleResult>* out) {
+  MS_RETURN_IF_ERROR(validate_batch(kv_, cfg_, batch));
+  if (specs.size() != batch.size())
+    return invalid_argument("step_sample: " + std::to_string(specs.size()) + " specs for " +
+                            std::to_string(batch.size()) + " sequences");
+  for (size_t i = 0; i < batch.size(); ++i)
+    if (specs[i] && !batch[i].need_logits)
+      return invalid_argument("step_sample: sequence " + std::to_string(batch[i].seq_id) +
+                              " has a sampling spec but need_logits is false");
+  if (!sampling_) sampling_.reset(new SamplingState());
+  out->assign(batch.size(), SampleResult{});
+  if (is_decode_batch(batch)) {  // the decode graph: logits row i is batch entry i
+    std::vector<Piece> pieces;
+    std::vector<int> batch_of_row;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      pieces.push_back({static_cast<int>(i), batch[i].start_pos, 0, 1, batch[i].need_logits});
+      batch_of_row.push_back(static_cast<int>(i));
+    }
+    StepShape s;
+    MS_RETURN_IF_ERROR(stage_metadata(batch, pieces, true, &s));
+    MS_RETURN_IF_ERROR(run_decode_graph(s));
+    return sample_rows(specs, batch_of_row, out);
+  }
+  // Eager: the same packing into sub-steps as step(); each sub-step's logits
+  // rows (pieces with need_logits, in order) are sampled before the next.
+  auto run = [&](const std::vector<Piece>& pieces) -> Status {
+    StepShape s;
+    MS_RETURN_IF_ERROR(stage_metadata(batch, pieces, false, &s));
+    MS_RETURN_IF_ERROR(forward(s));
+    std::vector<int> batch_of_row;
+    for (const Piece& p : pieces)
+      if (p.need_logits) batch_of_row.push_back(p.batch_index);
+    return sample_rows(specs, batch_of_row, out);
+  };
+  const int Tm = opt_.max_step_tokens;
+  std::vector<Piece> cur;
+  int cur_tokens = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SeqWork& w = batch[i];
+    const int n = static_cast<int>(w.tokens.size());
+    for (int t0 = 0; t0 < n;) {
+      if (cur_tokens == Tm || static_cast<int>(cur.size()) == opt_.max_seqs) {
+        MS_RETURN_IF_ERROR(run(cur));
+        cur.clear();
+        cur_tokens = 0;
+      }
+      const int take = std::min(n - t0, Tm - cur_tokens);
+      cur.push_back({static_cast<int>(i), w.start_pos + t0, t0, take, w.need_logits && t0 + take == n});
+      cur_tokens += take;
+      t0 += take;
+    }
+  }
+  if (!cur.empty()) MS_RETURN_IF_ERROR(run(cur));
+  return Status::ok();
+}
+
+}  // namespace ms::gpu
