@@ -191,7 +191,7 @@ int run_serve(const std::vector<std::string>& args) {
   };
   sigset_t sigs = block_shutdown_signals();
 
-  auto model = load_model(cfg.model_dir);
+  auto model = load_model(cfg.model_dir, [](const std::string& m) { MS_LOG(Info) << "load: " << m; });
   if (!model.is_ok()) return fail(model.status());
   MS_LOG(Info) << "model: " << (*model)->config.summary();
   auto tok = Tokenizer::load(cfg.model_dir);
