@@ -31,6 +31,6 @@ echo
 curl -sN localhost:8011/v1/chat/completions -H 'Content-Type: application/json' -d '{"model":"north-mini-demo","messages":[{"role":"user","content":"Who are you?"}],"stream":true,"stream_options":{"include_usage":true}}' | tail -4
 $M bench serve --base-url http://127.0.0.1:8011 --model north-mini-demo --num-prompts 64 --max-concurrency 8 \
   --input-len 128 --output-len 64 --prompt-kind words --result-json "$OUT/serve_bench.json" 2>&1 | tail -24
-curl -s localhost:8011/metrics | grep -E "^megaserve_(kv|requests|preempt)" | head
+curl -s localhost:8011/metrics | grep -E "^megaserve_(kv_blocks|num_|prefix_cache_hit_rate|healthy)" | head
 kill $srv; wait $srv 2>/dev/null
 tail -3 "$OUT/serve.log"
