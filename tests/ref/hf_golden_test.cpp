@@ -43,21 +43,30 @@ struct Case {
   int prefill_chunk;
 };
 
-class HfGolden : public ::testing::TestWithParam<Case> {};
-
-TEST_P(HfGolden, GreedyDecodeMatchesTransformers) {
-  const Case& c = GetParam();
-  auto model = load_model(fixture_dir(c.family));
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+// Loads a fixture family and a reference backend with the case's block size.
+void open_fixture(const Case& c, std::unique_ptr<LoadedModel>* model, std::unique_ptr<RefBackend>* backend) {
+  auto m = load_model(fixture_dir(c.family));
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   RefBackendOptions opt;
   opt.block_size = c.block_size;
   opt.kv_bytes = 4 << 20;
   opt.threads = 2;
-  auto backend = RefBackend::create((*model)->config, (*model)->weights, opt);
-  ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
+  auto b = RefBackend::create((*m)->config, (*m)->weights, opt);
+  ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+  *model = std::move(*m);
+  *backend = std::move(*b);
+}
+
+class HfGolden : public ::testing::TestWithParam<Case> {};
+
+TEST_P(HfGolden, GreedyDecodeMatchesTransformers) {
+  const Case& c = GetParam();
+  std::unique_ptr<LoadedModel> model;
+  std::unique_ptr<RefBackend> backend;
+  ASSERT_NO_FATAL_FAILURE(open_fixture(c, &model, &backend));
   nlohmann::json g = load_golden(c.family);
   std::vector<int32_t> prompt = g["prompt"].get<std::vector<int32_t>>();
-  ASSERT_GT(static_cast<int>(prompt.size()), (*model)->config.sliding_window);
+  ASSERT_GT(static_cast<int>(prompt.size()), model->config.sliding_window);
   GenerateOptions go;
   go.max_new_tokens = static_cast<int>(g["greedy"].size());
   go.prefill_chunk = c.prefill_chunk;
@@ -68,7 +77,7 @@ TEST_P(HfGolden, GreedyDecodeMatchesTransformers) {
     worst = std::max(worst, e);
     EXPECT_LT(e, kTol) << "step " << step;
   };
-  auto out = generate_greedy(**backend, prompt, go);
+  auto out = generate_greedy(*backend, prompt, go);
   ASSERT_TRUE(out.is_ok()) << out.status().to_string();
   EXPECT_EQ(*out, g["greedy"].get<std::vector<int32_t>>());
   RecordProperty("worst_rel_err", std::to_string(worst));
@@ -79,18 +88,13 @@ class HfPromptLogits : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfPromptLogits, EveryPosition) {
   const Case c{GetParam(), 8, 1};
-  auto model = load_model(fixture_dir(c.family));
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  RefBackendOptions opt;
-  opt.block_size = c.block_size;
-  opt.kv_bytes = 4 << 20;
-  opt.threads = 2;
-  auto backend = RefBackend::create((*model)->config, (*model)->weights, opt);
-  ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
+  std::unique_ptr<LoadedModel> model;
+  std::unique_ptr<RefBackend> backend;
+  ASSERT_NO_FATAL_FAILURE(open_fixture(c, &model, &backend));
   nlohmann::json g = load_golden(c.family);
   std::vector<int32_t> prompt = g["prompt"].get<std::vector<int32_t>>();
   // Token-by-token prefill: logits at each position.
-  const KvSpec& kv = (*backend)->kv_spec();
+  const KvSpec& kv = backend->kv_spec();
   SeqWork w;
   w.block_tables.assign(kv.groups.size(), {});
   for (size_t t = 0; t < prompt.size(); ++t) {
@@ -99,7 +103,7 @@ TEST_P(HfPromptLogits, EveryPosition) {
     for (auto& table : w.block_tables)
       while (table.size() * c.block_size < t + 1) table.push_back(static_cast<int32_t>(table.size()));
     StepResult r;
-    ASSERT_TRUE((*backend)->step({w}, &r).is_ok());
+    ASSERT_TRUE(backend->step({w}, &r).is_ok());
     EXPECT_LT(rel_err(r.logits[0], g["prompt_logits"][t]), kTol) << "position " << t;
   }
 }
