@@ -295,10 +295,17 @@ void run_attention_case(const AttnCase& c) {
   a.part_o = po.get();
   a.part_lse = pl.get();
   a.out = out.get();
-  ASSERT_OK(launch_paged_attention(a, nullptr));
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_LT(rel_err(bf16_to_f32v(host(out)), want), kTolBf16)
-      << "hd=" << c.hd << " window=" << c.window << " splits=" << c.splits << " rpt=" << c.rows_per_tile;
+  // Twice, the output poisoned (bf16 NaN) before each run: every element is
+  // written, and the decode kernel's split tickets are back at zero after a
+  // launch (the second run would combine too early otherwise).
+  for (int run = 0; run < 2; ++run) {
+    ASSERT_EQ(cudaMemset(out.get(), 0xff, size_t(rows) * qw * sizeof(uint16_t)), cudaSuccess);
+    ASSERT_OK(launch_paged_attention(a, nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_LT(rel_err(bf16_to_f32v(host(out)), want), kTolBf16)
+        << "hd=" << c.hd << " window=" << c.window << " splits=" << c.splits << " rpt=" << c.rows_per_tile
+        << " run " << run;
+  }
 }
 
 TEST(GpuOps, PagedAttentionDecodeMatchesRef) {
@@ -309,6 +316,24 @@ TEST(GpuOps, PagedAttentionDecodeMatchesRef) {
   run_attention_case({16, 4, 2, 8, 8, 3, 1, {1, 9, 17, 21}, {1, 1, 1, 1}});
   run_attention_case({64, 32, 8, 64, 0, 64, 1, {5000, 64, 65}, {1, 1, 1}});
   run_attention_case({256, 8, 8, 32, 0, 4, 1, {129}, {1}});
+}
+
+// The decode kernel (rows_per_tile 1): one key, keys ending exactly at block
+// and 64-key tile boundaries, splits sized from the length (>= 128 keys, so
+// the fused combine merges 2..64 partials), windows cut inside a block, a
+// block-table slice longer than the 256 entries staged at once (block size 4),
+// GQA groups of 1..32 heads (1..8 output items per thread), 8 rows x 8K.
+TEST(GpuOps, PagedAttentionDecodeKernelEdges) {
+  MS_GPU_TEST_GUARD();
+  run_attention_case({128, 32, 4, 64, 0, 128, 1, {1, 64, 128, 129, 8192}, {1, 1, 1, 1, 1}});
+  run_attention_case({128, 32, 4, 64, 4096, 128, 1, {4095, 4096, 4097, 8191}, {1, 1, 1, 1}});
+  run_attention_case({128, 32, 4, 64, 0, 17, 1, std::vector<int>(8, 8192), std::vector<int>(8, 1)});
+  run_attention_case({128, 32, 4, 16, 100, 3, 1, {100, 101, 257, 1000}, {1, 1, 1, 1}});
+  run_attention_case({16, 4, 2, 4, 0, 1, 1, {5000, 3, 1025}, {1, 1, 1}});      // 1250 table entries, one split
+  run_attention_case({64, 8, 8, 4, 0, 2, 1, {2049, 1}, {1, 1}});              // group 1, 2 splits of 1025
+  run_attention_case({128, 32, 1, 16, 0, 9, 1, {3000, 77}, {1, 1}});          // group 32: 4 items per thread
+  run_attention_case({256, 32, 1, 32, 0, 5, 1, {700, 33}, {1, 1}});           // hd 256, group 32: 8 items
+  run_attention_case({8, 8, 4, 8, 0, 6, 1, {900, 1, 2}, {1, 1, 1}});          // hd 8
 }
 
 TEST(GpuOps, PagedAttentionPrefillMatchesRef) {

@@ -1,5 +1,6 @@
 #include "gpu/ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "gpu/common/bf16.cuh"
@@ -161,6 +162,310 @@ __global__ void attention_combine_kernel(const float* __restrict__ part_o, const
   out[(int64_t(row) * nh + h) * hd + d] = __float2bfloat16_rn(den > 0.f ? num / den : 0.f);
 }
 
+// ---------------------------------------------------------------------------
+// Decode kernel (one query row per tile): the fixed-latency path.
+//
+// The general kernel above spends most of a decode step in latency, not
+// bandwidth (measured 45.8 us per layer at bs 1 / 8K against ~2.3 us of KV
+// traffic): a chain of four dependent global loads before the first K byte
+// (tiles -> row_seq -> block table -> K), a serial online softmax of 32
+// dependent steps per 64-key tile (4 shuffles + 2 expf each), and a second
+// launch for the combine. This kernel:
+//  - takes the row from blockIdx (rows_per_tile == 1: tile i is row i), reads
+//    row_pos / row_seq and stages q in the same round trip, then the whole
+//    split's block-table slice into shared memory in one more;
+//  - streams K/V tiles through registers one tile ahead (the loads of tile
+//    t + 1 are in flight while tile t is computed);
+//  - per 64-key tile: all G x 64 scores in parallel (a thread per (head, key)),
+//    one max / exp / sum per head and tile (a warp per head), then P.V with a
+//    thread per (head, 4 dims);
+//  - sizes splits from the context length (>= kDecodeMinSplitKeys keys each,
+//    at most a.splits), so a 1K context is not cut into 8-key slivers;
+//  - merges the splits in the same launch: each split block takes a ticket
+//    after writing its partial; the last one of a (row, KV head) combines
+//    (threadfence-reduction pattern, CUDA programming guide).
+// Same math as the general kernel + combine: fp32 scores, softmax with a
+// running max, partials merged by log-sum-exp, one bf16 rounding at the end.
+constexpr int kDecodeThreads = 256;
+constexpr int kDecodeMinSplitKeys = 128;  // two 64-key tiles: the second tile's loads overlap the first's compute
+constexpr int kDecodeTabEnt = 256;        // block-table entries staged per refill (>= tk / block_size + 2)
+constexpr int kDecodeMaxTickets = 4096;   // rows * nkv of a fused-combine launch
+constexpr int kDecodeFill = 4;            // K and V 16-byte pieces per thread per tile: covers tk * hd / 8 <= 1024
+
+// Tickets of the fused combine, one per (row, KV head); every launch leaves
+// them at zero (the last block of each (row, head) resets its own). Launches
+// sharing them must be stream-ordered (one stream per backend).
+__device__ unsigned int g_attn_tickets[kDecodeMaxTickets];
+
+__host__ __device__ constexpr int decode_kv_stride(int hd) { return hd + 8; }  // +16 B per row: no bank conflicts
+
+template <int ITEMS>
+__global__ void __launch_bounds__(kDecodeThreads) paged_attention_decode_kernel(AttnArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int hd = a.hd, tk = attn_tile_keys(hd), kst = decode_kv_stride(hd);
+  const int G = a.nh / a.nkv, lpk = hd / 8;
+  const int row = blockIdx.x / a.nkv, kh = blockIdx.x % a.nkv, split = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Shared memory: K tile, V tile (tk, kst) bf16 | q (G, hd) f32 | scores (G, tk) f32 | table slice.
+  // The combine re-uses the K/V region for the split LSEs.
+  bf16* ks = reinterpret_cast<bf16*>(smem_raw);
+  bf16* vs = ks + tk * kst;
+  const size_t kv_tiles = size_t(2) * tk * kst * sizeof(bf16), lse_bytes = size_t(G) * a.splits * sizeof(float);
+  const size_t kv_bytes = kv_tiles > lse_bytes ? kv_tiles : lse_bytes;
+  float* qs = reinterpret_cast<float*>(smem_raw + ((kv_bytes + 15) & ~size_t(15)));
+  float* sc = qs + G * hd;
+  int32_t* tab_s = reinterpret_cast<int32_t*>(sc + G * tk);
+  __shared__ float m_s[32], l_s[32], corr_s[32];
+  __shared__ int last_s;
+
+  // Round trip 1: the row's position and sequence, and q (independent loads).
+  const int my_pos = a.row_pos[row], seq = a.row_seq[row];
+  {
+    const float4* qg = reinterpret_cast<const float4*>(a.q + int64_t(row) * a.ldq + int64_t(kh) * G * hd);
+    for (int i = tid; i < G * hd / 4; i += kDecodeThreads) reinterpret_cast<float4*>(qs)[i] = qg[i];
+  }
+  const int lo = a.window > 0 ? max(0, my_pos - a.window + 1) : 0, hi = my_pos + 1, len = hi - lo;
+  int chunk = max((len + a.splits - 1) / a.splits, kDecodeMinSplitKeys);
+  chunk = (chunk + tk - 1) / tk * tk;
+  const int nsplit = (len + chunk - 1) / chunk;
+  if (split >= nsplit) return;  // whole block: no barrier passed yet
+  const int s_lo = lo + split * chunk, s_hi = min(hi, s_lo + chunk);
+  const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks;
+  const int bs = a.block_size;
+
+  // Round trip 2: the block-table entries of the first kDecodeTabEnt blocks of the split.
+  int tab_base = s_lo / bs;
+  auto stage_table = [&](int base) {
+    const int n = min(kDecodeTabEnt, (s_hi - 1) / bs - base + 1);
+    for (int i = tid; i < n; i += kDecodeThreads) tab_s[i] = table[base + i];
+  };
+  stage_table(tab_base);
+  if (tid < G) {
+    m_s[tid] = -INFINITY;
+    l_s[tid] = 0.f;
+  }
+  __syncthreads();
+
+  const bf16* kc = static_cast<const bf16*>(a.k_cache);
+  const bf16* vc = static_cast<const bf16*>(a.v_cache);
+  uint4 kv[kDecodeFill], vv[kDecodeFill];
+  auto issue = [&](int t0) {  // tile at t0: loads into registers, nothing stored
+    const int n_pieces = min(tk, s_hi - t0) * lpk;
+#pragma unroll
+    for (int b = 0; b < kDecodeFill; ++b) {
+      const int idx = tid + b * kDecodeThreads;
+      kv[b] = vv[b] = make_uint4(0, 0, 0, 0);
+      if (idx < n_pieces) {
+        const int j = idx / lpk, c = idx - j * lpk, p = t0 + j;
+        const int32_t blk = tab_s[p / bs - tab_base];
+        if (blk >= 0) {
+          const int64_t off = ((int64_t(blk) * a.nkv + kh) * bs + p % bs) * hd + c * 8;
+          kv[b] = ld_stream(kc + off);  // decode reads each K/V byte once
+          vv[b] = ld_stream(vc + off);
+        }
+      }
+    }
+  };
+  auto store = [&](int t0) {
+    const int n_pieces = min(tk, s_hi - t0) * lpk;
+#pragma unroll
+    for (int b = 0; b < kDecodeFill; ++b) {
+      const int idx = tid + b * kDecodeThreads;
+      if (idx < n_pieces) {
+        const int j = idx / lpk, c = idx - j * lpk;
+        *reinterpret_cast<uint4*>(ks + j * kst + c * 8) = kv[b];
+        *reinterpret_cast<uint4*>(vs + j * kst + c * 8) = vv[b];
+      }
+    }
+  };
+
+  float4 acc[ITEMS];
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  const int n_items = G * hd / 4, tph = hd / 4;
+
+  issue(s_lo);
+  for (int t0 = s_lo; t0 < s_hi; t0 += tk) {
+    const int tn = min(tk, s_hi - t0), t1 = t0 + tk;
+    __syncthreads();  // the previous tile's K/V, scores and table reads are done
+    store(t0);
+    const bool restage = t1 < s_hi && (min(t1 + tk, s_hi) - 1) / bs - tab_base >= kDecodeTabEnt;  // block-uniform
+    if (restage) {
+      tab_base = t1 / bs;
+      stage_table(tab_base);
+    }
+    __syncthreads();
+    if (t1 < s_hi) issue(t1);  // in flight during this tile's compute
+
+    // Scores: a thread per (head, key); the lanes of a warp share the head (tk % 32 == 0).
+    for (int p = tid; p < G * tk; p += kDecodeThreads) {
+      const int h = p / tk, j = p - h * tk;
+      float s = -INFINITY;
+      if (j < tn) {
+        const float* qh = qs + h * hd;
+        const bf16* kr = ks + j * kst;
+        float d0 = 0.f, d1 = 0.f;
+#pragma unroll 4
+        for (int c = 0; c < hd; c += 8) {
+          float kf[8];
+          bf16x8_to_f32(*reinterpret_cast<const uint4*>(kr + c), kf);
+          const float4 qa = *reinterpret_cast<const float4*>(qh + c), qb = *reinterpret_cast<const float4*>(qh + c + 4);
+          d0 = fmaf(qa.x, kf[0], d0);
+          d1 = fmaf(qa.y, kf[1], d1);
+          d0 = fmaf(qa.z, kf[2], d0);
+          d1 = fmaf(qa.w, kf[3], d1);
+          d0 = fmaf(qb.x, kf[4], d0);
+          d1 = fmaf(qb.y, kf[5], d1);
+          d0 = fmaf(qb.z, kf[6], d0);
+          d1 = fmaf(qb.w, kf[7], d1);
+        }
+        s = (d0 + d1) * a.scale;
+      }
+      sc[p] = s;
+    }
+    __syncthreads();
+    // Softmax update per head: one max, one sum, one rescale factor per tile.
+    for (int h = warp; h < G; h += kDecodeThreads / 32) {
+      float* sh = sc + h * tk;
+      float sv[2];
+      float mx = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        sv[i] = lane + 32 * i < tk ? sh[lane + 32 * i] : -INFINITY;
+        mx = fmaxf(mx, sv[i]);
+      }
+      mx = warp_max(mx);
+      const float m_old = m_s[h], m_new = fmaxf(m_old, mx);
+      float sum = 0.f;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const float e = m_new == -INFINITY ? 0.f : expf(sv[i] - m_new);
+        if (lane + 32 * i < tk) sh[lane + 32 * i] = e;
+        sum += e;
+      }
+      sum = warp_sum(sum);
+      if (lane == 0) {
+        const float corr = m_new == -INFINITY ? 1.f : expf(m_old - m_new);
+        corr_s[h] = corr;
+        l_s[h] = l_s[h] * corr + sum;
+        m_s[h] = m_new;
+      }
+    }
+    __syncthreads();
+    // P.V: a thread per (head, 4 consecutive dims).
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const int item = tid + i * kDecodeThreads;
+      if (item < n_items) {
+        const int h = item / tph, d0 = (item - h * tph) * 4;
+        const float corr = corr_s[h];
+        const float* ph = sc + h * tk;
+        float4 o = make_float4(acc[i].x * corr, acc[i].y * corr, acc[i].z * corr, acc[i].w * corr);
+#pragma unroll 4
+        for (int j = 0; j < tn; ++j) {
+          const float pj = ph[j];
+          const uint2 v = *reinterpret_cast<const uint2*>(vs + j * kst + d0);
+          const float2 v01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.x));
+          const float2 v23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.y));
+          o.x = fmaf(pj, v01.x, o.x);
+          o.y = fmaf(pj, v01.y, o.y);
+          o.z = fmaf(pj, v23.x, o.z);
+          o.w = fmaf(pj, v23.y, o.w);
+        }
+        acc[i] = o;
+      }
+    }
+  }
+
+  // Finalise: normalised partial (or the output itself when the row has one split).
+  bf16* out = static_cast<bf16*>(a.out);
+  const int64_t head0 = int64_t(row) * a.nh + int64_t(kh) * G;  // (row, first head of the group)
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int item = tid + i * kDecodeThreads;
+    if (item < n_items) {
+      const int h = item / tph, d0 = (item - h * tph) * 4;
+      const float l = l_s[h], inv = l > 0.f ? 1.0f / l : 0.f;
+      const float4 o = make_float4(acc[i].x * inv, acc[i].y * inv, acc[i].z * inv, acc[i].w * inv);
+      if (nsplit == 1) {
+        __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(out + (head0 + h) * hd + d0);
+        dst[0] = __floats2bfloat162_rn(o.x, o.y);
+        dst[1] = __floats2bfloat162_rn(o.z, o.w);
+      } else {
+        const int64_t base = (head0 + h) * a.splits + split;
+        *reinterpret_cast<float4*>(a.part_o + base * hd + d0) = o;
+        if (d0 == 0) a.part_lse[base] = l > 0.f ? m_s[h] + logf(l) : -INFINITY;
+      }
+    }
+  }
+  if (nsplit == 1) return;
+
+  // Ticket: the last split block of this (row, KV head) merges all splits.
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    unsigned int* ticket = &g_attn_tickets[blockIdx.x];
+    const unsigned int t = atomicAdd(ticket, 1u);
+    last_s = t == unsigned(nsplit - 1);
+    if (last_s) atomicExch(ticket, 0u);  // every other split has taken its ticket
+  }
+  __syncthreads();
+  if (!last_s) return;
+  __threadfence();
+  float* lse_s = reinterpret_cast<float*>(smem_raw);  // (G, nsplit): the K/V tiles are no longer read
+  for (int i = tid; i < G * nsplit; i += kDecodeThreads) {
+    const int h = i / nsplit, s = i - h * nsplit;
+    lse_s[i] = __ldcg(a.part_lse + (head0 + h) * a.splits + s);
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int item = tid + i * kDecodeThreads;
+    if (item < n_items) {
+      const int h = item / tph, d0 = (item - h * tph) * 4;
+      const float* lh = lse_s + h * nsplit;
+      float mx = -INFINITY;
+      for (int s = 0; s < nsplit; ++s) mx = fmaxf(mx, lh[s]);
+      float4 num = make_float4(0.f, 0.f, 0.f, 0.f);
+      float den = 0.f;
+      if (mx != -INFINITY) {
+        const float* po = a.part_o + (head0 + h) * a.splits * hd + d0;
+#pragma unroll 8
+        for (int s = 0; s < nsplit; ++s) {
+          const float lse = lh[s];
+          const float w = lse == -INFINITY ? 0.f : expf(lse - mx);
+          const float4 v = __ldcg(reinterpret_cast<const float4*>(po + int64_t(s) * hd));
+          num.x += w * v.x;
+          num.y += w * v.y;
+          num.z += w * v.z;
+          num.w += w * v.w;
+          den += w;
+        }
+      }
+      __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(out + (head0 + h) * hd + d0);
+      dst[0] = __floats2bfloat162_rn(den > 0.f ? num.x / den : 0.f, den > 0.f ? num.y / den : 0.f);
+      dst[1] = __floats2bfloat162_rn(den > 0.f ? num.z / den : 0.f, den > 0.f ? num.w / den : 0.f);
+    }
+  }
+}
+
+size_t decode_smem_bytes(const AttnArgs& a) {
+  const int G = a.nh / a.nkv, tk = attn_tile_keys(a.hd);
+  const size_t kv = std::max(size_t(2) * tk * decode_kv_stride(a.hd) * sizeof(bf16), size_t(G) * a.splits * sizeof(float));
+  return ((kv + 15) & ~size_t(15)) + size_t(G) * a.hd * sizeof(float) + size_t(G) * tk * sizeof(float) +
+         kDecodeTabEnt * sizeof(int32_t);
+}
+
+template <int ITEMS>
+Status launch_decode(const AttnArgs& a, size_t smem, cudaStream_t stream) {
+  if (smem > 48 * 1024)
+    MS_CUDA_RETURN(cudaFuncSetAttribute(paged_attention_decode_kernel<ITEMS>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  paged_attention_decode_kernel<ITEMS><<<dim3(a.rows * a.nkv, a.splits), kDecodeThreads, smem, stream>>>(a);
+  MS_CUDA_LAUNCH_CHECK("paged_attention_decode_kernel");
+  return Status::ok();
+}
+
 Status launch_paged_attention(const AttnArgs& a, cudaStream_t stream) {
   if (a.n_tiles == 0) return Status::ok();
   if (a.hd < 8 || a.hd > 256 || (a.hd & (a.hd - 1)) != 0)
@@ -169,6 +474,17 @@ Status launch_paged_attention(const AttnArgs& a, cudaStream_t stream) {
   const int warps = (a.nh / a.nkv) * a.rows_per_tile;
   if (warps > 32) return invalid_argument("paged attention: GQA group * rows_per_tile > 32");
   if (a.splits < 1) return invalid_argument("paged attention: splits < 1");
+  // Decode (one row per tile, tile i = row i): the fused single-launch kernel.
+  const int G = a.nh / a.nkv;
+  if (a.rows_per_tile == 1 && a.n_tiles == a.rows && int64_t(a.rows) * a.nkv <= kDecodeMaxTickets &&
+      a.ldq % 4 == 0 && a.splits <= 65535) {
+    const size_t smem = decode_smem_bytes(a);
+    const int items = (G * a.hd / 4 + kDecodeThreads - 1) / kDecodeThreads;  // <= 32 * 256 / 4 / 256 = 8
+    if (items <= 1) return launch_decode<1>(a, smem, stream);
+    if (items <= 2) return launch_decode<2>(a, smem, stream);
+    if (items <= 4) return launch_decode<4>(a, smem, stream);
+    return launch_decode<8>(a, smem, stream);
+  }
   const int tk = attn_tile_keys(a.hd);
   const size_t smem = size_t(2) * tk * a.hd * sizeof(bf16);
   dim3 grid(a.n_tiles * a.nkv, a.splits);
