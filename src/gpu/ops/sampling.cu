@@ -449,7 +449,7 @@ __global__ void __launch_bounds__(kSampleThreads)
   }
   __syncthreads();
   const float mx = sh.mx;
-  int token = sh.arg;
+  int token = sh.arg < V ? sh.arg : 0;  // no max only for an all-NaN row
 
   if (!greedy) {
     // Step 6: min-p; step 7: top-k. Both keep v >= a threshold.
