@@ -74,7 +74,7 @@ TEST(GpuOps, GemmAndRouterGemvMatchRef) {
 TEST(GpuOps, AddNormMatchesRef) {
   MS_GPU_TEST_GUARD();
   for (NormKind kind : {NormKind::kRms, NormKind::kLayer}) {
-    for (int H : {64, 2048, 1000}) {
+    for (int H : {64, 2048, 1000, 1002, 6000}) {  // 1002: scalar kernel; 6000: two float4 per thread
       const int T = 5;
       auto x = randn(size_t(T) * H, 10, 1.f, 0.3f), a0 = randn(size_t(T) * H, 11), a1 = randn(size_t(T) * H, 12);
       auto w = randn(H, 13, 0.2f, 1.f);
@@ -422,8 +422,14 @@ TEST(GpuOps, MoeRouteMatchesRef) {
 // with a row gather (the final norm).
 TEST(GpuOps, AddNormWithMoeSumEqualsCombineThenAddNorm) {
   MS_GPU_TEST_GUARD();
-  const int T = 5, K = 4, H = 200;
+  const int T = 5;
+  struct Shape {
+    int K, H;
+  };
+  // (8, 2048): decode shape, all K rows loaded at once; K = 9: the k >= 8 tail loop; H = 202: scalar kernel.
+  for (Shape sh_ : {Shape{4, 200}, {8, 2048}, {9, 64}, {3, 202}})
   for (int shared_mode = 0; shared_mode < 3; ++shared_mode) {  // none, sum, average
+    const int K = sh_.K, H = sh_.H;
     for (bool gather : {false, true}) {
       auto x = randn(size_t(T) * H, 70), a0 = randn(size_t(T) * H, 71), y = randn(size_t(T) * K * H, 72);
       auto sh = randn(size_t(T) * H, 73), w = randn(H, 74, 0.2f, 1.f);
@@ -450,7 +456,7 @@ TEST(GpuOps, AddNormWithMoeSumEqualsCombineThenAddNorm) {
       ASSERT_OK(launch_add_norm(dx2.get(), d0.get(), nullptr, in_rows, dw.get(), NormKind::kRms, 1e-6f, R, H, o2.get(),
                                 f2.get(), nullptr, MoeSum{dy.get(), K, shared, shared_mode == 1}));
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      EXPECT_EQ(host(dx1), host(dx2)) << "residual, shared_mode " << shared_mode << " gather " << gather;
+      EXPECT_EQ(host(dx1), host(dx2)) << "K " << K << " H " << H << " residual, shared_mode " << shared_mode << " gather " << gather;
       EXPECT_EQ(host(f1), host(f2)) << "normed, shared_mode " << shared_mode << " gather " << gather;
       EXPECT_EQ(host(o1), host(o2));
     }

@@ -149,19 +149,75 @@ __global__ void moe_plan_kernel(const int32_t* __restrict__ ids, int n_sel, int 
 }
 
 // Decode (T <= 8): route (warp t routes token t) and plan in one block, one
-// launch instead of two per MoE layer. The ids written by the routing lanes
-// are visible to the whole block after __syncthreads.
+// launch instead of two per MoE layer. The plan reads the selections from
+// shared memory (the first version re-read the ids just written to global:
+// two L2 round trips) and compacts with one warp: lane l owns experts
+// [l * per, (l + 1) * per), counts its active experts and members, and a warp
+// exclusive scan gives each lane its first slot and member offset (the first
+// version compacted serially in thread 0 over all E experts: ~E dependent
+// shared-memory steps). Same plan: experts ascending, members grouped.
 __global__ void moe_route_plan_kernel(const float* __restrict__ logits, int T, int E, int K, int sigmoid,
                                       int softmax_over_topk, int norm_topk, int32_t* ids, float* __restrict__ weights,
                                       MoePlan plan) {
   __shared__ float sel_val[kMoeRoutePlanMaxT][kRouteMaxK];
   __shared__ int sel_id[kMoeRoutePlanMaxT][kRouteMaxK];
   extern __shared__ int32_t plan_smem[];
-  const int wl = threadIdx.x >> 5;
+  int32_t* cnt = plan_smem;   // (E)
+  int32_t* cursor = cnt + E;  // (E)
+  const int wl = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
   if (wl < T)
     route_token(logits, wl, E, K, sigmoid, softmax_over_topk, norm_topk, ids, weights, sel_val[wl], sel_id[wl]);
+  __syncthreads();  // sel_id and the zeroed counts
+  const int n_sel = T * K;
+  for (int s = threadIdx.x; s < n_sel; s += blockDim.x) atomicAdd(&cnt[sel_id[s / K][s % K]], 1);
   __syncthreads();
-  plan_block(ids, T * K, E, plan, plan_smem);
+  if (wl == 0) {
+    const int per = (E + 31) / 32;  // <= kRouteMaxPerLane
+    const int e0 = lane * per;
+    int na = 0, run = 0;
+    for (int i = 0; i < per; ++i) {
+      const int e = e0 + i;
+      if (e < E) {
+        const int c = cnt[e];
+        na += c > 0;
+        run += c;
+      }
+    }
+    int na_inc = na, run_inc = run;  // inclusive warp scans
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int a = __shfl_up_sync(0xffffffffu, na_inc, o), b = __shfl_up_sync(0xffffffffu, run_inc, o);
+      if (lane >= o) {
+        na_inc += a;
+        run_inc += b;
+      }
+    }
+    int n = na_inc - na, r = run_inc - run;
+    for (int i = 0; i < per; ++i) {
+      const int e = e0 + i;
+      if (e < E) {
+        const int c = cnt[e];
+        if (c > 0) {
+          plan.active[n] = e;
+          plan.offset[n] = r;
+          plan.count[n] = c;
+          cursor[e] = r;
+          r += c;
+          ++n;
+        }
+      }
+    }
+    if (lane == 31) {
+      *plan.n_active = na_inc;
+      if (plan.stat_active) *plan.stat_active = na_inc;
+    }
+  }
+  __syncthreads();
+  for (int s = threadIdx.x; s < n_sel; s += blockDim.x) {
+    const int slot = atomicAdd(&cursor[sel_id[s / K][s % K]], 1);
+    plan.members[slot] = s;
+  }
 }
 
 Status launch_moe_route_plan(const float* logits, int T, int E, int K, RouterFn fn, bool softmax_over_topk,
