@@ -28,7 +28,10 @@ struct LinearCase {
 
 TEST(GpuOps, GemvMatchesRef) {
   MS_GPU_TEST_GUARD();
-  for (LinearCase c : {LinearCase{1, 1, 8}, {1, 37, 264}, {3, 300, 2056}, {8, 129, 1032}, {5, 64, 3072}}) {
+  // Split K: {3, 300, 2056} and {5, 64, 3072} in 2 slices, {1, 2048, 4096} (o_proj) and {2, 100, 4104}
+  // (slices of 1032, last 1008) in 4; {1, 5120, 2048}: QKV, 2 slices, one row.
+  for (LinearCase c : {LinearCase{1, 1, 8}, {1, 37, 264}, {3, 300, 2056}, {8, 129, 1032}, {5, 64, 3072},
+                       {1, 2048, 4096}, {2, 100, 4104}, {1, 5120, 2048}, {1, 3, 4096}}) {
     auto x = randn(size_t(c.R) * c.K, 1), w = randn(size_t(c.N) * c.K, 2, 0.05f), b = randn(c.N, 3);
     auto xb = to_bf16_rounding(x), wb = to_bf16_rounding(w);
     std::vector<float> want(size_t(c.R) * c.N);

@@ -19,9 +19,12 @@ constexpr int kGemvMaxRows = 8;
 // acc[j][r] (lane partials) += w[j][0:K] . x[r][0:K] for j < NW, r < rows.
 // K % 8 == 0 and every pointer 16-byte aligned. Call warp_sum on each
 // acc[j][r] afterwards. NW * U <= 16 keeps the weight registers at <= 64.
-template <int NW, int U>
-__device__ __forceinline__ void warp_dot_multi(const bf16* const (&w)[NW], const bf16* const (&x)[kGemvMaxRows],
-                                               int rows, int K, float (&acc)[NW][kGemvMaxRows]) {
+// MR: compile-time bound on rows (<= kGemvMaxRows); MR = 1 for one
+// activation row keeps the accumulators (and registers) 8x smaller, so more
+// warps fit on an SM.
+template <int NW, int U, int MR = kGemvMaxRows>
+__device__ __forceinline__ void warp_dot_multi(const bf16* const (&w)[NW], const bf16* const (&x)[MR], int rows, int K,
+                                               float (&acc)[NW][MR]) {
   const int lane = threadIdx.x & 31;
   for (int k0 = lane * 8; k0 < K; k0 += U * 256) {
     uint4 wv[NW][U];
@@ -35,7 +38,7 @@ __device__ __forceinline__ void warp_dot_multi(const bf16* const (&w)[NW], const
       const int k = k0 + u * 256;
       if (k >= K) break;
 #pragma unroll
-      for (int r = 0; r < kGemvMaxRows; ++r) {
+      for (int r = 0; r < MR; ++r) {
         if (r < rows) {
           float xf[8];
           bf16x8_to_f32(*reinterpret_cast<const uint4*>(x[r] + k), xf);

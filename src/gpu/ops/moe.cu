@@ -247,31 +247,37 @@ constexpr int kMoeWarps = 8;
 // Grid (max_active, ceil(I / 8)): block (u, y) serves routed expert u; warp
 // w owns intermediate column i = 8 y + w: it streams gate row i and up row i
 // together (8 loads in flight per lane) and dots them with its members' h
-// rows, 8 members at a time.
+// rows, MR members at a time. The plan entry (n_active, expert, offset,
+// count) is read in one round trip (slot u < max_active <= E is in bounds
+// even when unused; the first version read n_active, then the entry: two
+// dependent round trips before the first weight byte, paid again by every
+// wave of blocks). MR = 1 when every expert has at most one member per chunk
+// (one token): 8x fewer accumulators, more resident warps.
+template <int MR>
 __global__ void __launch_bounds__(kMoeWarps * 32) moe_gate_up_kernel(const bf16* __restrict__ h,
                                                                      const bf16* __restrict__ gate_up, int H, int I,
                                                                      int K, MoePlan plan, bf16* __restrict__ act) {
   const int u = blockIdx.x;
-  if (u >= *plan.n_active) return;
+  const int n_active = *plan.n_active, e = plan.active[u], off = plan.offset[u], cnt = plan.count[u];
+  if (u >= n_active) return;
   const int i = blockIdx.y * kMoeWarps + (threadIdx.x >> 5);
   if (i >= I) return;
-  const int e = plan.active[u], off = plan.offset[u], cnt = plan.count[u];
   const bf16* const w[2] = {gate_up + (int64_t(e) * 2 * I + i) * H, gate_up + (int64_t(e) * 2 * I + I + i) * H};
-  for (int c0 = 0; c0 < cnt; c0 += kGemvMaxRows) {
-    const int rows = min(kGemvMaxRows, cnt - c0);
-    const bf16* xr[kGemvMaxRows];
-    int sel[kGemvMaxRows];
+  for (int c0 = 0; c0 < cnt; c0 += MR) {
+    const int rows = min(MR, cnt - c0);
+    const bf16* xr[MR];
+    int sel[MR];
 #pragma unroll
-    for (int r = 0; r < kGemvMaxRows; ++r) {
+    for (int r = 0; r < MR; ++r) {
       sel[r] = plan.members[off + c0 + (r < rows ? r : 0)];
       xr[r] = h + int64_t(sel[r] / K) * H;
     }
-    float acc[2][kGemvMaxRows];  // [0]: gate, [1]: up
+    float acc[2][MR];  // [0]: gate, [1]: up
 #pragma unroll
-    for (int r = 0; r < kGemvMaxRows; ++r) acc[0][r] = acc[1][r] = 0.f;
-    warp_dot_multi<2, 4>(w, xr, rows, H, acc);
+    for (int r = 0; r < MR; ++r) acc[0][r] = acc[1][r] = 0.f;
+    warp_dot_multi<2, 4, MR>(w, xr, rows, H, acc);
 #pragma unroll
-    for (int r = 0; r < kGemvMaxRows; ++r) {
+    for (int r = 0; r < MR; ++r) {
       const float gs = warp_sum(acc[0][r]), us = warp_sum(acc[1][r]);
       if (r < rows && (threadIdx.x & 31) == 0)
         act[int64_t(sel[r]) * I + i] = __float2bfloat16_rn(gs / (1.0f + expf(-gs)) * us);
@@ -284,9 +290,13 @@ Status launch_moe_gate_up(const void* h, const void* gate_up, int H, int I, int 
   if (max_active == 0) return Status::ok();
   if (H % 8 != 0) return invalid_argument("moe gate_up: hidden % 8 != 0");
   dim3 grid(max_active, (I + kMoeWarps - 1) / kMoeWarps);
-  moe_gate_up_kernel<<<grid, kMoeWarps * 32, 0, stream>>>(static_cast<const bf16*>(h),
-                                                          static_cast<const bf16*>(gate_up), H, I, K, plan,
-                                                          static_cast<bf16*>(act));
+  const bf16* hb = static_cast<const bf16*>(h);
+  const bf16* gb = static_cast<const bf16*>(gate_up);
+  if (max_active <= K)  // one token (max_active = min(E, T K)): one member per expert
+    moe_gate_up_kernel<1><<<grid, kMoeWarps * 32, 0, stream>>>(hb, gb, H, I, K, plan, static_cast<bf16*>(act));
+  else
+    moe_gate_up_kernel<kGemvMaxRows><<<grid, kMoeWarps * 32, 0, stream>>>(hb, gb, H, I, K, plan,
+                                                                           static_cast<bf16*>(act));
   MS_CUDA_LAUNCH_CHECK("moe_gate_up_kernel");
   return Status::ok();
 }
@@ -294,40 +304,42 @@ Status launch_moe_gate_up(const void* h, const void* gate_up, int H, int I, int 
 // Grid (max_active, ceil(H / 32)): warp w of block (u, y) owns the
 // kDownCols output columns n = kDownCols (8 y + w) + j of routed expert u.
 // Rows of W_down are only I = 768 long (3 chunks per lane): several rows per
-// warp keep 12 loads in flight per lane and amortise the act reads.
+// warp keep 12 loads in flight per lane and amortise the act reads. Plan
+// entry in one round trip and MR as in moe_gate_up_kernel.
 constexpr int kDownCols = 4;
 
+template <int MR>
 __global__ void __launch_bounds__(kMoeWarps * 32, 2) moe_down_kernel(const bf16* __restrict__ act,
                                                                   const bf16* __restrict__ down,
                                                                   const float* __restrict__ weights, int H, int I,
                                                                   MoePlan plan, float* __restrict__ ybuf) {
   const int u = blockIdx.x;
-  if (u >= *plan.n_active) return;
+  const int n_active = *plan.n_active, e = plan.active[u], off = plan.offset[u], cnt = plan.count[u];
+  if (u >= n_active) return;
   const int n0 = (blockIdx.y * kMoeWarps + (threadIdx.x >> 5)) * kDownCols;
   if (n0 >= H) return;
-  const int e = plan.active[u], off = plan.offset[u], cnt = plan.count[u];
   const bf16* w[kDownCols];
 #pragma unroll
   for (int j = 0; j < kDownCols; ++j) w[j] = down + (int64_t(e) * H + min(n0 + j, H - 1)) * I;  // clamped, unused
-  for (int c0 = 0; c0 < cnt; c0 += kGemvMaxRows) {
-    const int rows = min(kGemvMaxRows, cnt - c0);
-    const bf16* xr[kGemvMaxRows];
-    int sel[kGemvMaxRows];
+  for (int c0 = 0; c0 < cnt; c0 += MR) {
+    const int rows = min(MR, cnt - c0);
+    const bf16* xr[MR];
+    int sel[MR];
 #pragma unroll
-    for (int r = 0; r < kGemvMaxRows; ++r) {
+    for (int r = 0; r < MR; ++r) {
       sel[r] = plan.members[off + c0 + (r < rows ? r : 0)];
       xr[r] = act + int64_t(sel[r]) * I;
     }
-    float y[kDownCols][kGemvMaxRows];
+    float y[kDownCols][MR];
 #pragma unroll
     for (int j = 0; j < kDownCols; ++j)
 #pragma unroll
-      for (int r = 0; r < kGemvMaxRows; ++r) y[j][r] = 0.f;
-    warp_dot_multi<kDownCols, 4>(w, xr, rows, I, y);
+      for (int r = 0; r < MR; ++r) y[j][r] = 0.f;
+    warp_dot_multi<kDownCols, 3, MR>(w, xr, rows, I, y);  // U = 3: I = 768 is one round of 12 loads
 #pragma unroll
     for (int j = 0; j < kDownCols; ++j)
 #pragma unroll
-      for (int r = 0; r < kGemvMaxRows; ++r) {
+      for (int r = 0; r < MR; ++r) {
         const float s = warp_sum(y[j][r]);
         if (r < rows && n0 + j < H && (threadIdx.x & 31) == 0)
           ybuf[int64_t(sel[r]) * H + n0 + j] = weights[sel[r]] * s;
@@ -340,8 +352,14 @@ Status launch_moe_down(const void* act, const void* down, const float* weights, 
   if (max_active == 0) return Status::ok();
   if (I % 8 != 0) return invalid_argument("moe down: expert width % 8 != 0");
   dim3 grid(max_active, (H + kMoeWarps * kDownCols - 1) / (kMoeWarps * kDownCols));
-  moe_down_kernel<<<grid, kMoeWarps * 32, 0, stream>>>(static_cast<const bf16*>(act), static_cast<const bf16*>(down),
-                                                       weights, H, I, plan, ybuf);
+  const bf16* ab = static_cast<const bf16*>(act);
+  const bf16* db = static_cast<const bf16*>(down);
+  // MR = 1 is correct for any member count (chunks of one); picked when there is one token.
+  // The launcher has no K: max_active <= 8 (top-k of one token at most 8 here) is the proxy.
+  if (max_active <= 8)
+    moe_down_kernel<1><<<grid, kMoeWarps * 32, 0, stream>>>(ab, db, weights, H, I, plan, ybuf);
+  else
+    moe_down_kernel<kGemvMaxRows><<<grid, kMoeWarps * 32, 0, stream>>>(ab, db, weights, H, I, plan, ybuf);
   MS_CUDA_LAUNCH_CHECK("moe_down_kernel");
   return Status::ok();
 }
