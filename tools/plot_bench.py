@@ -9,6 +9,7 @@ Standard library only (no matplotlib on the build machine).
 import argparse
 import json
 import os
+import re
 
 COLORS = ["#9db4c0", "#5c6b73", "#c2dfe3", "#253237", "#e07a5f", "#3d405b"]
 
@@ -23,7 +24,9 @@ def main():
     for f in args.files:
         with open(f) as fh:
             r = json.load(fh)
-        label = os.path.basename(f).rsplit(".", 1)[0].split("-")[-1]
+        parts = os.path.basename(f).rsplit(".", 1)[0].split("-")
+        revs = [p for p in parts if re.fullmatch(r"[0-9a-f]{7,40}", p)]
+        label = revs[0] if revs else parts[-1]
         runs.append((label, {(x["batch"], x["context"]): x for x in r["rows"] if not x.get("skipped")}))
     points = sorted({k for _, rows in runs for k in rows})
     W, H, left, bottom, top = 120 + 110 * len(points), 360, 60, 60, 40
@@ -55,8 +58,8 @@ def main():
         ctx = f'{c // 1024}K' if c % 1024 == 0 else str(c)
         out.append(f'<text x="{x0 + 40:.1f}" y="{H - bottom + 18}" text-anchor="middle">bs {b}, {ctx}</text>')
     for j, (label, _) in enumerate(runs):
-        out.append(f'<rect x="{left + 130 * j}" y="{H - 24}" width="12" height="12" fill="{COLORS[j % len(COLORS)]}"/>')
-        out.append(f'<text x="{left + 130 * j + 16}" y="{H - 14}">layered @ {label}</text>')
+        out.append(f'<rect x="{left + 180 * j}" y="{H - 24}" width="12" height="12" fill="{COLORS[j % len(COLORS)]}"/>')
+        out.append(f'<text x="{left + 180 * j + 16}" y="{H - 14}">layered @ {label}</text>')
     out.append("</svg>")
     with open(args.out, "w") as fh:
         fh.write("\n".join(out) + "\n")
