@@ -216,9 +216,14 @@ Json Generation::usage() const {
   return usage_json(prompt, completion, cached_tokens_);
 }
 
-ApiError Generation::run_to_completion(Json* response) {
+ApiError Generation::run_to_completion(Json* response, const std::function<bool()>& client_gone) {
   auto emit = [&](int c, const ChoiceDelta& d) { choices_[c].acc.add(d); };
   while (pump(emit)) {
+    if (client_gone && client_gone()) {
+      cancel();
+      MS_LOG(Info) << meta_.id << ": client closed the connection; request cancelled";
+      return internal_api_error("client closed the connection");
+    }
   }
   if (error_) {
     ApiError e = internal_api_error("generation failed: " + error_->message());

@@ -45,7 +45,10 @@ class Generation {
 
   bool stream() const { return req_.stream; }
   // Non-streaming: waits for every choice; fills the response body or returns an error.
-  ApiError run_to_completion(Json* response);
+  // `client_gone` (optional) is polled between channel waits; when it turns
+  // true the request is cancelled in the engine at once (its KV freed) and
+  // the call returns an error nobody will read.
+  ApiError run_to_completion(Json* response, const std::function<bool()>& client_gone = {});
   // Streaming: writes SSE events through `write`; a failed write (client gone)
   // cancels the request in the engine and returns at once.
   void run_streaming(const std::function<bool(const std::string&)>& write);

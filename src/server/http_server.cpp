@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/log.h"
+#include "server/peer_socket.h"
 
 namespace ms::server {
 namespace {
@@ -161,7 +162,10 @@ void HttpServer::install_routes() {
         if (!err.ok()) return send_error(res, err);
         if (!gen->stream()) {
           Json out;
-          err = gen->run_to_completion(&out);
+          // Non-streaming handlers write nothing until the end: probe the
+          // connection between waits so a vanished client frees its KV now.
+          int fd = find_peer_socket(req.remote_addr, req.remote_port, req.local_port);
+          err = gen->run_to_completion(&out, [fd] { return peer_closed(fd); });
           if (!err.ok()) return send_error(res, err);
           return send_json(res, out);
         }
