@@ -10,11 +10,43 @@
 // they go through the caches.
 #pragma once
 
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "core/status.h"
 #include "gpu/common/bf16.cuh"
+#include "gpu/common/cuda_check.h"
 
 namespace ms::gpu {
 
 constexpr int kGemvMaxRows = 8;
+
+// 16-byte weight load through the non-coherent path, not allocated in L1
+// (weights are read once per kernel and never written by it; the activations
+// and the MoE plan keep the default cached loads).
+__device__ __forceinline__ uint4 ld_weight(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// Persistent grid: the number of blocks of `kernel` (`threads` per block, no
+// dynamic shared memory) resident on the whole device at once, at most
+// `want` (the blocks the work needs) and at least 1. Kernels launched with
+// it loop over their work items with a grid stride, so there is never a
+// partial second wave of blocks, each paying its own launch and first
+// round trip. Host only; valid during graph capture (no stream work).
+template <class Kernel>
+Result<int> persistent_blocks(Kernel kernel, int threads, int want) {
+  int dev = 0, sms = 0, per_sm = 0;
+  MS_CUDA_RETURN(cudaGetDevice(&dev));
+  MS_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  MS_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  return std::max(1, std::min(want, sms * std::max(per_sm, 1)));
+}
 
 // acc[j][r] (lane partials) += w[j][0:K] . x[r][0:K] for j < NW, r < rows.
 // K % 8 == 0 and every pointer 16-byte aligned. Call warp_sum on each
@@ -32,7 +64,7 @@ __device__ __forceinline__ void warp_dot_multi(const bf16* const (&w)[NW], const
     for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int j = 0; j < NW; ++j)
-        wv[j][u] = k0 + u * 256 < K ? ld_stream(w[j] + k0 + u * 256) : make_uint4(0, 0, 0, 0);
+        wv[j][u] = k0 + u * 256 < K ? ld_weight(w[j] + k0 + u * 256) : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int k = k0 + u * 256;

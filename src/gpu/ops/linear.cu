@@ -9,7 +9,7 @@ namespace ms::gpu {
 constexpr int kGemvWarps = 8;  // warps per block
 constexpr int kGemvCols = 2;   // output columns per warp: each activation chunk read serves two weight rows
 
-// Grid: ceil(N / (2 * 8 / KS)) blocks of 8 warps. Warp w of block b owns the
+// Tiles: ceil(N / (2 * 8 / KS)) of 8 warps. Warp w on tile b owns the
 // columns n0 = 2 (b * 8 / KS + w / KS) and n0 + 1 (streamed together, 8 loads
 // in flight per lane) over the K slice w % KS of KS equal slices; the KS
 // partial sums are added in slice order through shared memory (deterministic).
@@ -17,63 +17,73 @@ constexpr int kGemvCols = 2;   // output columns per warp: each activation chunk
 // K 4096) had 128 blocks, one per SM, each warp running 4 dependent rounds of
 // loads (measured 14.6 us for 16.8 MB); with KS = 4 it has 512 blocks and one
 // round per warp. MR: compile-time row bound (1 for a single row: fewer
-// registers, more resident warps).
+// registers, more resident warps). Persistent grid (round 3): min(tiles,
+// resident blocks) blocks loop over the tiles with a grid stride (QKV: 640
+// tiles on 528 resident blocks was a full wave plus a partial wave of 113
+// blocks, each new block paying its launch and first round trip again).
 template <int MR, int KS>
 __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const bf16* __restrict__ x, int ldx,
                                                                const bf16* __restrict__ w,
                                                                const float* __restrict__ bias, float alpha,
-                                                               float* __restrict__ y, int ldy, int R, int N, int K) {
+                                                               float* __restrict__ y, int ldy, int R, int N, int K,
+                                                               int n_tiles) {
   constexpr int kGroups = kGemvWarps / KS;  // column pairs per block
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int cg = warp / KS, ks = warp % KS;
-  const int n0 = (blockIdx.x * kGroups + cg) * kGemvCols;
   const int kc = ((K + KS - 1) / KS + 7) / 8 * 8;  // slice length, a multiple of 8 (16-byte aligned slices)
   const int kb = min(K, ks * kc), kl = min(K, kb + kc) - kb;
-  float acc[kGemvCols][MR];
-#pragma unroll
-  for (int j = 0; j < kGemvCols; ++j)
-#pragma unroll
-    for (int r = 0; r < MR; ++r) acc[j][r] = 0.f;
-  if (n0 < N) {
-    const bf16* xr[MR];
-#pragma unroll
-    for (int r = 0; r < MR; ++r) xr[r] = x + int64_t(r < R ? r : 0) * ldx + kb;
-    const bf16* wr[kGemvCols];
-#pragma unroll
-    for (int j = 0; j < kGemvCols; ++j) wr[j] = w + int64_t(min(n0 + j, N - 1)) * K + kb;  // clamped, unused
-    warp_dot_multi<kGemvCols, 4, MR>(wr, xr, R, kl, acc);
-  }
-  if constexpr (KS == 1) {
-    if (n0 >= N) return;
-#pragma unroll
-    for (int j = 0; j < kGemvCols; ++j) {
-      const int n = n0 + j;
-      const float b = bias && n < N ? bias[n] : 0.f;
-#pragma unroll
-      for (int r = 0; r < MR; ++r) {
-        const float s = warp_sum(acc[j][r]);
-        if (r < R && n < N && lane == 0) y[int64_t(r) * ldy + n] = alpha * s + b;
-      }
-    }
-  } else {
-    __shared__ float part[kGemvWarps][kGemvCols][MR];
+  __shared__ float part[kGemvWarps][kGemvCols][MR];
+  // Persistent: tile b (kGroups column pairs, all K) for b = blockIdx.x, + gridDim.x, ...
+  // The loop bound is uniform over the block (the __syncthreads below).
+  for (int tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+    const int n0 = (tile * kGroups + cg) * kGemvCols;
+    float acc[kGemvCols][MR];
 #pragma unroll
     for (int j = 0; j < kGemvCols; ++j)
 #pragma unroll
-      for (int r = 0; r < MR; ++r) {
-        const float s = warp_sum(acc[j][r]);
-        if (lane == 0) part[warp][j][r] = s;
-      }
-    __syncthreads();
-    for (int t = threadIdx.x; t < kGroups * kGemvCols * MR; t += blockDim.x) {
-      const int g = t / (kGemvCols * MR), j = (t / MR) % kGemvCols, r = t % MR;
-      const int n = (blockIdx.x * kGroups + g) * kGemvCols + j;
-      if (r < R && n < N) {
-        float s = part[g * KS][j][r];
+      for (int r = 0; r < MR; ++r) acc[j][r] = 0.f;
+    if (n0 < N) {
+      const bf16* xr[MR];
 #pragma unroll
-        for (int q = 1; q < KS; ++q) s += part[g * KS + q][j][r];
-        y[int64_t(r) * ldy + n] = alpha * s + (bias ? bias[n] : 0.f);
+      for (int r = 0; r < MR; ++r) xr[r] = x + int64_t(r < R ? r : 0) * ldx + kb;
+      const bf16* wr[kGemvCols];
+#pragma unroll
+      for (int j = 0; j < kGemvCols; ++j) wr[j] = w + int64_t(min(n0 + j, N - 1)) * K + kb;  // clamped, unused
+      warp_dot_multi<kGemvCols, 4, MR>(wr, xr, R, kl, acc);
+    }
+    if constexpr (KS == 1) {
+      if (n0 < N) {
+#pragma unroll
+        for (int j = 0; j < kGemvCols; ++j) {
+          const int n = n0 + j;
+          const float b = bias && n < N ? bias[n] : 0.f;
+#pragma unroll
+          for (int r = 0; r < MR; ++r) {
+            const float s = warp_sum(acc[j][r]);
+            if (r < R && n < N && lane == 0) y[int64_t(r) * ldy + n] = alpha * s + b;
+          }
+        }
       }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kGemvCols; ++j)
+#pragma unroll
+        for (int r = 0; r < MR; ++r) {
+          const float s = warp_sum(acc[j][r]);
+          if (lane == 0) part[warp][j][r] = s;
+        }
+      __syncthreads();
+      for (int t = threadIdx.x; t < kGroups * kGemvCols * MR; t += blockDim.x) {
+        const int g = t / (kGemvCols * MR), j = (t / MR) % kGemvCols, r = t % MR;
+        const int n = (tile * kGroups + g) * kGemvCols + j;
+        if (r < R && n < N) {
+          float s = part[g * KS][j][r];
+#pragma unroll
+          for (int q = 1; q < KS; ++q) s += part[g * KS + q][j][r];
+          y[int64_t(r) * ldy + n] = alpha * s + (bias ? bias[n] : 0.f);
+        }
+      }
+      __syncthreads();  // part is rewritten by the next tile
     }
   }
 }
@@ -82,8 +92,11 @@ template <int MR, int KS>
 Status launch_gemv_t(const void* x, int ldx, const void* w, const float* bias, float alpha, float* y, int ldy, int R,
                      int N, int K, cudaStream_t stream) {
   const int per_block = kGemvWarps / KS * kGemvCols;
-  gemv_kernel<MR, KS><<<(N + per_block - 1) / per_block, kGemvWarps * 32, 0, stream>>>(
-      static_cast<const bf16*>(x), ldx, static_cast<const bf16*>(w), bias, alpha, y, ldy, R, N, K);
+  const int n_tiles = (N + per_block - 1) / per_block;
+  MS_ASSIGN_OR_RETURN(const int blocks, persistent_blocks(gemv_kernel<MR, KS>, kGemvWarps * 32, n_tiles));
+  gemv_kernel<MR, KS><<<blocks, kGemvWarps * 32, 0, stream>>>(static_cast<const bf16*>(x), ldx,
+                                                              static_cast<const bf16*>(w), bias, alpha, y, ldy, R, N,
+                                                              K, n_tiles);
   MS_CUDA_LAUNCH_CHECK("gemv_kernel");
   return Status::ok();
 }
@@ -129,7 +142,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32) gemv_f32x_kernel(const floa
   for (int k0 = lane * 8; k0 < K; k0 += U * 256) {
     uint4 wv[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) wv[u] = k0 + u * 256 < K ? ld_stream(wr + k0 + u * 256) : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < U; ++u) wv[u] = k0 + u * 256 < K ? ld_weight(wr + k0 + u * 256) : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int k = k0 + u * 256;

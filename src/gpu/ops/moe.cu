@@ -244,124 +244,166 @@ Status launch_moe_plan(const int32_t* ids, int T, int K, int E, const MoePlan& p
 
 constexpr int kMoeWarps = 8;
 
-// Grid (max_active, ceil(I / 8)): block (u, y) serves routed expert u; warp
-// w owns intermediate column i = 8 y + w: it streams gate row i and up row i
-// together (8 loads in flight per lane) and dots them with its members' h
-// rows, MR members at a time. The plan entry (n_active, expert, offset,
-// count) is read in one round trip (slot u < max_active <= E is in bounds
-// even when unused; the first version read n_active, then the entry: two
-// dependent round trips before the first weight byte, paid again by every
-// wave of blocks). MR = 1 when every expert has at most one member per chunk
-// (one token): 8x fewer accumulators, more resident warps.
+// Round 3: both expert kernels treat the routed experts' rows as one flat list
+// of warp work items q = u * per_expert + j (routed expert u, row group j),
+// spread over a persistent grid (resident blocks x SMs, at most the items'
+// blocks) with a grid stride over all warps: every SM gets the same number
+// of items to within one, whatever the number of routed experts, and no
+// partial second wave of blocks (the (expert, y) grids were 1.45 waves at one
+// token). Consecutive warps take consecutive rows of one expert (contiguous
+// weight bytes). The loop runs to the host bound max_active * per_expert;
+// the plan entry of item q (n_active, active[u], offset[u], count[u]) is read
+// in one round trip, u clamped below max_active so the speculative read stays
+// in bounds, and a warp stops at the first item of an unrouted slot (u only
+// grows along a warp's items). MR = 1 when every expert has at most one
+// member per chunk (one token): 8x fewer accumulators, more resident warps.
+struct MoeItem {
+  int u, e, off, cnt;
+  bool valid;
+};
+
+__device__ __forceinline__ MoeItem moe_item(const MoePlan& plan, int q, int per_expert, int max_active) {
+  MoeItem it;
+  it.u = min(q / per_expert, max_active - 1);
+  const int n_active = *plan.n_active;
+  it.e = plan.active[it.u];
+  it.off = plan.offset[it.u];
+  it.cnt = plan.count[it.u];
+  it.valid = q / per_expert < n_active;
+  return it;
+}
+
+// Items: (routed expert u, intermediate column i), I per expert. The warp
+// streams gate row i and up row i together (8 loads in flight per lane) and
+// dots them with the members' h rows, MR members at a time.
 template <int MR>
 __global__ void __launch_bounds__(kMoeWarps * 32) moe_gate_up_kernel(const bf16* __restrict__ h,
                                                                      const bf16* __restrict__ gate_up, int H, int I,
-                                                                     int K, MoePlan plan, bf16* __restrict__ act) {
-  const int u = blockIdx.x;
-  const int n_active = *plan.n_active, e = plan.active[u], off = plan.offset[u], cnt = plan.count[u];
-  if (u >= n_active) return;
-  const int i = blockIdx.y * kMoeWarps + (threadIdx.x >> 5);
-  if (i >= I) return;
-  const bf16* const w[2] = {gate_up + (int64_t(e) * 2 * I + i) * H, gate_up + (int64_t(e) * 2 * I + I + i) * H};
-  for (int c0 = 0; c0 < cnt; c0 += MR) {
-    const int rows = min(MR, cnt - c0);
-    const bf16* xr[MR];
-    int sel[MR];
+                                                                     int K, MoePlan plan, int max_active,
+                                                                     bf16* __restrict__ act) {
+  const int n_items = max_active * I, stride = gridDim.x * kMoeWarps;
+  for (int q = blockIdx.x * kMoeWarps + (threadIdx.x >> 5); q < n_items; q += stride) {
+    const MoeItem it = moe_item(plan, q, I, max_active);
+    if (!it.valid) break;
+    const int i = q - (q / I) * I;
+    const bf16* const w[2] = {gate_up + (int64_t(it.e) * 2 * I + i) * H,
+                              gate_up + (int64_t(it.e) * 2 * I + I + i) * H};
+    for (int c0 = 0; c0 < it.cnt; c0 += MR) {
+      const int rows = min(MR, it.cnt - c0);
+      const bf16* xr[MR];
+      int sel[MR];
 #pragma unroll
-    for (int r = 0; r < MR; ++r) {
-      sel[r] = plan.members[off + c0 + (r < rows ? r : 0)];
-      xr[r] = h + int64_t(sel[r] / K) * H;
-    }
-    float acc[2][MR];  // [0]: gate, [1]: up
+      for (int r = 0; r < MR; ++r) {
+        sel[r] = plan.members[it.off + c0 + (r < rows ? r : 0)];
+        xr[r] = h + int64_t(sel[r] / K) * H;
+      }
+      float acc[2][MR];  // [0]: gate, [1]: up
 #pragma unroll
-    for (int r = 0; r < MR; ++r) acc[0][r] = acc[1][r] = 0.f;
-    warp_dot_multi<2, 4, MR>(w, xr, rows, H, acc);
+      for (int r = 0; r < MR; ++r) acc[0][r] = acc[1][r] = 0.f;
+      warp_dot_multi<2, 4, MR>(w, xr, rows, H, acc);
 #pragma unroll
-    for (int r = 0; r < MR; ++r) {
-      const float gs = warp_sum(acc[0][r]), us = warp_sum(acc[1][r]);
-      if (r < rows && (threadIdx.x & 31) == 0)
-        act[int64_t(sel[r]) * I + i] = __float2bfloat16_rn(gs / (1.0f + expf(-gs)) * us);
+      for (int r = 0; r < MR; ++r) {
+        const float gs = warp_sum(acc[0][r]), us = warp_sum(acc[1][r]);
+        if (r < rows && (threadIdx.x & 31) == 0)
+          act[int64_t(sel[r]) * I + i] = __float2bfloat16_rn(gs / (1.0f + expf(-gs)) * us);
+      }
     }
   }
 }
 
-Status launch_moe_gate_up(const void* h, const void* gate_up, int H, int I, int K, const MoePlan& plan,
-                          int max_active, void* act, cudaStream_t stream) {
-  if (max_active == 0) return Status::ok();
-  if (H % 8 != 0) return invalid_argument("moe gate_up: hidden % 8 != 0");
-  dim3 grid(max_active, (I + kMoeWarps - 1) / kMoeWarps);
-  const bf16* hb = static_cast<const bf16*>(h);
-  const bf16* gb = static_cast<const bf16*>(gate_up);
-  if (max_active <= K)  // one token (max_active = min(E, T K)): one member per expert
-    moe_gate_up_kernel<1><<<grid, kMoeWarps * 32, 0, stream>>>(hb, gb, H, I, K, plan, static_cast<bf16*>(act));
-  else
-    moe_gate_up_kernel<kGemvMaxRows><<<grid, kMoeWarps * 32, 0, stream>>>(hb, gb, H, I, K, plan,
-                                                                           static_cast<bf16*>(act));
+template <int MR>
+Status launch_moe_gate_up_t(const bf16* h, const bf16* gate_up, int H, int I, int K, const MoePlan& plan,
+                            int max_active, bf16* act, cudaStream_t stream) {
+  const int64_t items = int64_t(max_active) * I;
+  if (items > INT32_MAX / 2) return invalid_argument("moe gate_up: too many expert rows");
+  MS_ASSIGN_OR_RETURN(const int blocks, persistent_blocks(moe_gate_up_kernel<MR>, kMoeWarps * 32,
+                                                          int((items + kMoeWarps - 1) / kMoeWarps)));
+  moe_gate_up_kernel<MR><<<blocks, kMoeWarps * 32, 0, stream>>>(h, gate_up, H, I, K, plan, max_active, act);
   MS_CUDA_LAUNCH_CHECK("moe_gate_up_kernel");
   return Status::ok();
 }
 
-// Grid (max_active, ceil(H / 32)): warp w of block (u, y) owns the
-// kDownCols output columns n = kDownCols (8 y + w) + j of routed expert u.
-// Rows of W_down are only I = 768 long (3 chunks per lane): several rows per
-// warp keep 12 loads in flight per lane and amortise the act reads. Plan
-// entry in one round trip and MR as in moe_gate_up_kernel.
+Status launch_moe_gate_up(const void* h, const void* gate_up, int H, int I, int K, const MoePlan& plan,
+                          int max_active, void* act, cudaStream_t stream) {
+  if (max_active <= 0 || I <= 0) return Status::ok();
+  if (H % 8 != 0) return invalid_argument("moe gate_up: hidden % 8 != 0");
+  const bf16* hb = static_cast<const bf16*>(h);
+  const bf16* gb = static_cast<const bf16*>(gate_up);
+  bf16* ab = static_cast<bf16*>(act);
+  if (max_active <= K)  // one token (max_active = min(E, T K)): one member per expert
+    return launch_moe_gate_up_t<1>(hb, gb, H, I, K, plan, max_active, ab, stream);
+  return launch_moe_gate_up_t<kGemvMaxRows>(hb, gb, H, I, K, plan, max_active, ab, stream);
+}
+
+// Items: (routed expert u, column group g), ceil(H / kDownCols) per expert:
+// the warp owns the kDownCols output columns n = kDownCols g + j. Rows of
+// W_down are only I = 768 long (3 chunks per lane): several rows per warp
+// keep 12 loads in flight per lane and amortise the act reads. Minimum 3
+// blocks per SM for MR = 1 (was 102 registers, 2 blocks: 16 warps per SM).
 constexpr int kDownCols = 4;
 
 template <int MR>
-__global__ void __launch_bounds__(kMoeWarps * 32, 2) moe_down_kernel(const bf16* __restrict__ act,
-                                                                  const bf16* __restrict__ down,
-                                                                  const float* __restrict__ weights, int H, int I,
-                                                                  MoePlan plan, float* __restrict__ ybuf) {
-  const int u = blockIdx.x;
-  const int n_active = *plan.n_active, e = plan.active[u], off = plan.offset[u], cnt = plan.count[u];
-  if (u >= n_active) return;
-  const int n0 = (blockIdx.y * kMoeWarps + (threadIdx.x >> 5)) * kDownCols;
-  if (n0 >= H) return;
-  const bf16* w[kDownCols];
+__global__ void __launch_bounds__(kMoeWarps * 32, MR == 1 ? 3 : 2) moe_down_kernel(
+    const bf16* __restrict__ act, const bf16* __restrict__ down, const float* __restrict__ weights, int H, int I,
+    MoePlan plan, int max_active, float* __restrict__ ybuf) {
+  const int groups = (H + kDownCols - 1) / kDownCols;
+  const int n_items = max_active * groups, stride = gridDim.x * kMoeWarps;
+  for (int q = blockIdx.x * kMoeWarps + (threadIdx.x >> 5); q < n_items; q += stride) {
+    const MoeItem it = moe_item(plan, q, groups, max_active);
+    if (!it.valid) break;
+    const int n0 = (q - (q / groups) * groups) * kDownCols;
+    const bf16* w[kDownCols];
 #pragma unroll
-  for (int j = 0; j < kDownCols; ++j) w[j] = down + (int64_t(e) * H + min(n0 + j, H - 1)) * I;  // clamped, unused
-  for (int c0 = 0; c0 < cnt; c0 += MR) {
-    const int rows = min(MR, cnt - c0);
-    const bf16* xr[MR];
-    int sel[MR];
-#pragma unroll
-    for (int r = 0; r < MR; ++r) {
-      sel[r] = plan.members[off + c0 + (r < rows ? r : 0)];
-      xr[r] = act + int64_t(sel[r]) * I;
-    }
-    float y[kDownCols][MR];
-#pragma unroll
-    for (int j = 0; j < kDownCols; ++j)
-#pragma unroll
-      for (int r = 0; r < MR; ++r) y[j][r] = 0.f;
-    warp_dot_multi<kDownCols, 3, MR>(w, xr, rows, I, y);  // U = 3: I = 768 is one round of 12 loads
-#pragma unroll
-    for (int j = 0; j < kDownCols; ++j)
+    for (int j = 0; j < kDownCols; ++j) w[j] = down + (int64_t(it.e) * H + min(n0 + j, H - 1)) * I;  // clamped, unused
+    for (int c0 = 0; c0 < it.cnt; c0 += MR) {
+      const int rows = min(MR, it.cnt - c0);
+      const bf16* xr[MR];
+      int sel[MR];
 #pragma unroll
       for (int r = 0; r < MR; ++r) {
-        const float s = warp_sum(y[j][r]);
-        if (r < rows && n0 + j < H && (threadIdx.x & 31) == 0)
-          ybuf[int64_t(sel[r]) * H + n0 + j] = weights[sel[r]] * s;
+        sel[r] = plan.members[it.off + c0 + (r < rows ? r : 0)];
+        xr[r] = act + int64_t(sel[r]) * I;
       }
+      float y[kDownCols][MR];
+#pragma unroll
+      for (int j = 0; j < kDownCols; ++j)
+#pragma unroll
+        for (int r = 0; r < MR; ++r) y[j][r] = 0.f;
+      warp_dot_multi<kDownCols, 3, MR>(w, xr, rows, I, y);  // U = 3: I = 768 is one round of 12 loads
+#pragma unroll
+      for (int j = 0; j < kDownCols; ++j)
+#pragma unroll
+        for (int r = 0; r < MR; ++r) {
+          const float s = warp_sum(y[j][r]);
+          if (r < rows && n0 + j < H && (threadIdx.x & 31) == 0)
+            ybuf[int64_t(sel[r]) * H + n0 + j] = weights[sel[r]] * s;
+        }
+    }
   }
+}
+
+template <int MR>
+Status launch_moe_down_t(const bf16* act, const bf16* down, const float* weights, int H, int I, const MoePlan& plan,
+                         int max_active, float* ybuf, cudaStream_t stream) {
+  const int64_t items = int64_t(max_active) * ((H + kDownCols - 1) / kDownCols);
+  if (items > INT32_MAX / 2) return invalid_argument("moe down: too many expert rows");
+  MS_ASSIGN_OR_RETURN(const int blocks, persistent_blocks(moe_down_kernel<MR>, kMoeWarps * 32,
+                                                          int((items + kMoeWarps - 1) / kMoeWarps)));
+  moe_down_kernel<MR><<<blocks, kMoeWarps * 32, 0, stream>>>(act, down, weights, H, I, plan, max_active, ybuf);
+  MS_CUDA_LAUNCH_CHECK("moe_down_kernel");
+  return Status::ok();
 }
 
 Status launch_moe_down(const void* act, const void* down, const float* weights, int H, int I, const MoePlan& plan,
                        int max_active, float* ybuf, cudaStream_t stream) {
-  if (max_active == 0) return Status::ok();
+  if (max_active <= 0 || H <= 0) return Status::ok();
   if (I % 8 != 0) return invalid_argument("moe down: expert width % 8 != 0");
-  dim3 grid(max_active, (H + kMoeWarps * kDownCols - 1) / (kMoeWarps * kDownCols));
   const bf16* ab = static_cast<const bf16*>(act);
   const bf16* db = static_cast<const bf16*>(down);
   // MR = 1 is correct for any member count (chunks of one); picked when there is one token.
   // The launcher has no K: max_active <= 8 (top-k of one token at most 8 here) is the proxy.
-  if (max_active <= 8)
-    moe_down_kernel<1><<<grid, kMoeWarps * 32, 0, stream>>>(ab, db, weights, H, I, plan, ybuf);
-  else
-    moe_down_kernel<kGemvMaxRows><<<grid, kMoeWarps * 32, 0, stream>>>(ab, db, weights, H, I, plan, ybuf);
-  MS_CUDA_LAUNCH_CHECK("moe_down_kernel");
-  return Status::ok();
+  if (max_active <= 8) return launch_moe_down_t<1>(ab, db, weights, H, I, plan, max_active, ybuf, stream);
+  return launch_moe_down_t<kGemvMaxRows>(ab, db, weights, H, I, plan, max_active, ybuf, stream);
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ ybuf, const float* __restrict__ shared, int shared_sum,
