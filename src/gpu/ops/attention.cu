@@ -1,10 +1,14 @@
 #include "gpu/ops/attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "gpu/common/bf16.cuh"
 #include "gpu/common/cuda_check.h"
+#include "gpu/ops/attention_mma.cuh"
 
 namespace ms::gpu {
 
@@ -466,6 +470,53 @@ Status launch_decode(const AttnArgs& a, size_t smem, cudaStream_t stream) {
   return Status::ok();
 }
 
+namespace {
+
+// Process-wide decode kernel choice; the environment sets the initial value.
+std::atomic<int>& decode_kernel_choice() {
+  static std::atomic<int> choice{[] {
+    const char* e = std::getenv("MEGASERVE_ATTN_DECODE");
+    return static_cast<int>(e != nullptr && std::strcmp(e, "simt") == 0 ? AttnDecodeKernel::kSimt
+                                                                         : AttnDecodeKernel::kMma);
+  }()};
+  return choice;
+}
+
+template <int HD>
+Status launch_decode_mma(const AttnArgs& a, cudaStream_t stream) {
+  int dev = 0, sms = 0;
+  MS_CUDA_RETURN(cudaGetDevice(&dev));
+  MS_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  // About one wave of blocks: (row, KV head) pairs x splits ~ SM count; the
+  // kernel then sizes each row's splits from its length (>= 128 keys each).
+  const int64_t pairs = int64_t(a.rows) * a.nkv;
+  const int max_splits =
+      static_cast<int>(std::clamp<int64_t>((sms + pairs - 1) / pairs, 1, std::min(a.splits, 65535)));
+  const size_t smem = mma_smem_bytes(HD);
+  MS_CUDA_RETURN(cudaFuncSetAttribute(paged_attention_decode_mma_kernel<HD>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  paged_attention_decode_mma_kernel<HD><<<dim3(a.rows * a.nkv, max_splits), kMmaThreads, smem, stream>>>(a, max_splits);
+  MS_CUDA_LAUNCH_CHECK("paged_attention_decode_mma_kernel");
+  if (max_splits > 1) {
+    attention_decode_combine_kernel<<<dim3(a.rows, a.nh), HD, size_t(max_splits) * sizeof(float), stream>>>(
+        a, max_splits);
+    MS_CUDA_LAUNCH_CHECK("attention_decode_combine_kernel");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+void set_attention_decode_kernel(AttnDecodeKernel k) { decode_kernel_choice().store(static_cast<int>(k)); }
+
+AttnDecodeKernel attention_decode_kernel() { return static_cast<AttnDecodeKernel>(decode_kernel_choice().load()); }
+
+bool attention_decode_uses_mma(const AttnArgs& a) {
+  return attention_decode_kernel() == AttnDecodeKernel::kMma && a.rows_per_tile == 1 && a.n_tiles == a.rows &&
+         (a.hd == 64 || a.hd == 128) && a.nkv > 0 && a.nh % a.nkv == 0 && a.nh / a.nkv <= 16 && a.ldq % 2 == 0 &&
+         int64_t(a.rows) * a.nkv <= 0x7fffffff && a.splits >= 1;
+}
+
 Status launch_paged_attention(const AttnArgs& a, cudaStream_t stream) {
   if (a.n_tiles == 0) return Status::ok();
   if (a.hd < 8 || a.hd > 256 || (a.hd & (a.hd - 1)) != 0)
@@ -474,7 +525,9 @@ Status launch_paged_attention(const AttnArgs& a, cudaStream_t stream) {
   const int warps = (a.nh / a.nkv) * a.rows_per_tile;
   if (warps > 32) return invalid_argument("paged attention: GQA group * rows_per_tile > 32");
   if (a.splits < 1) return invalid_argument("paged attention: splits < 1");
-  // Decode (one row per tile, tile i = row i): the fused single-launch kernel.
+  // Decode (one row per tile, tile i = row i): the tensor-core kernel where it
+  // applies, else the fused single-launch CUDA-core kernel.
+  if (attention_decode_uses_mma(a)) return a.hd == 64 ? launch_decode_mma<64>(a, stream) : launch_decode_mma<128>(a, stream);
   const int G = a.nh / a.nkv;
   if (a.rows_per_tile == 1 && a.n_tiles == a.rows && int64_t(a.rows) * a.nkv <= kDecodeMaxTickets &&
       a.ldq % 4 == 0 && a.splits <= 65535) {

@@ -49,4 +49,15 @@ struct AttnArgs {
 // hd in {8, 16, 32, 64, 128, 256}; (nh / nkv) * rows_per_tile <= 32.
 Status launch_paged_attention(const AttnArgs& a, cudaStream_t stream);
 
+// Decode (rows_per_tile 1) kernel choice, process-wide: kMma (default) runs
+// the tensor-core kernel (attention_mma.cuh) for hd 64 / 128 and GQA groups
+// <= 16, the CUDA-core kernel otherwise; kSimt always runs the CUDA-core one.
+// MEGASERVE_ATTN_DECODE=simt sets kSimt at start (the fallback switch).
+// Not synchronised with launches in flight: set it before a run.
+enum class AttnDecodeKernel { kMma, kSimt };
+void set_attention_decode_kernel(AttnDecodeKernel k);
+AttnDecodeKernel attention_decode_kernel();
+// Whether launch_paged_attention(a) runs the tensor-core decode kernel.
+bool attention_decode_uses_mma(const AttnArgs& a);
+
 }  // namespace ms::gpu

@@ -1,0 +1,336 @@
+// Tensor-core decode attention (one query row per tile), included by
+// attention.cu only. Written from the PTX ISA semantics of
+// mma.sync.m16n8k16 (bf16 in, fp32 accumulate), ldmatrix and cp.async.
+//
+// Block = (row, KV head, split), 4 warps. The GQA group's G <= 16 query heads
+// are the M = 16 rows of the MMA (rows >= G are zero); keys are N for
+// S = Q K^T and K for O += P V. Keys stream through kMmaStages shared-memory
+// stages of kMmaStageKeys keys (K and V, rows padded by 16 B so the 8 rows of
+// an ldmatrix hit 8 different 4-bank groups), loaded with 16-byte cp.async.cg
+// (L2 only: decode reads each byte once). Warp w owns keys [16w, 16w + 16) of
+// every stage and keeps its own online-softmax state; the 4 warps merge once
+// at the end of the split. Splits are merged by attention_decode_combine_kernel
+// (a grid of (row, head) blocks, so no SM combines all splits alone).
+//
+// Rounding: q is split into bf16 hi + lo (q = hi + lo to ~2^-17), so scores
+// are as exact as fp32 q against bf16 K; P is rounded to bf16 for P V (what
+// flash-decoding kernels do) and the row sum l adds the same rounded values,
+// so the output is an exact convex combination of V rows with weights within
+// 2^-9 relative of the fp32 softmax.
+#pragma once
+
+#include <cstdint>
+
+#include "gpu/common/bf16.cuh"
+#include "gpu/ops/attention.h"
+
+namespace ms::gpu {
+
+constexpr int kMmaThreads = 128;      // 4 warps
+constexpr int kMmaStageKeys = 64;     // 16 keys per warp per stage
+constexpr int kMmaStages = 3;         // 2 stages in flight while one is computed
+constexpr int kMmaTabEnt = 512;       // block-table entries staged in shared memory (else read from global)
+constexpr int kMmaMinSplitKeys = 128; // 2 stages: a split still overlaps its loads
+
+__host__ __device__ constexpr int mma_kv_stride(int hd) { return hd + 8; }  // bf16 per smem row
+__host__ __device__ constexpr size_t mma_smem_bytes(int hd) {
+  return size_t(kMmaStages) * 2 * kMmaStageKeys * mma_kv_stride(hd) * 2 + kMmaTabEnt * sizeof(int32_t);
+}
+
+// Keys per split of a row with len keys, for a grid of max_splits splits;
+// the combine kernel recomputes it the same way.
+__device__ __forceinline__ int mma_split_chunk(int len, int max_splits) {
+  int chunk = max((len + max_splits - 1) / max_splits, kMmaMinSplitKeys);
+  return (chunk + kMmaStageKeys - 1) / kMmaStageKeys * kMmaStageKeys;
+}
+
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int n = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+// d += a (16x16 row-major) * b (16x8 column-major); fragments per the PTX ISA:
+// with g = lane / 4, t = lane % 4: a = {(g, 2t..), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..)},
+// b = {(k 2t.., n g), (k 2t+8.., n g)}, d = {(g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)}.
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats -> bf16x2 (x in the low half: the lower column index).
+__device__ __forceinline__ uint32_t pack_bf16(float x, float y) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Grid (rows * nkv, max_splits), kMmaThreads threads, mma_smem_bytes(HD) of
+// dynamic shared memory. Requires G = nh / nkv <= 16, ldq even.
+template <int HD>
+__global__ void __launch_bounds__(kMmaThreads) paged_attention_decode_mma_kernel(AttnArgs a, int max_splits) {
+  constexpr int KST = mma_kv_stride(HD), NKS = HD / 16, NT = HD / 8, LPK = HD / 8;
+  constexpr int STAGE = 2 * kMmaStageKeys * KST;  // bf16 per stage: K (64, KST) then V (64, KST)
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* stages = reinterpret_cast<bf16*>(smem_raw);                                      // (kMmaStages, STAGE)
+  int32_t* tab_s = reinterpret_cast<int32_t*>(smem_raw + size_t(kMmaStages) * STAGE * 2);  // (kMmaTabEnt)
+
+  const int G = a.nh / a.nkv;
+  const int row = blockIdx.x / a.nkv, kh = blockIdx.x % a.nkv, split = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+
+  const int my_pos = a.row_pos[row], seq = a.row_seq[row];
+  const int lo = a.window > 0 ? max(0, my_pos - a.window + 1) : 0, hi = my_pos + 1, len = hi - lo;
+  const int chunk = mma_split_chunk(len, max_splits), nsplit = (len + chunk - 1) / chunk;
+  if (split >= nsplit) return;  // whole block, before any barrier
+  const int s_lo = lo + split * chunk, s_hi = min(hi, s_lo + chunk);
+  const int bs = a.block_size;
+  const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks;
+  const int tab_base = s_lo / bs, n_tab = (s_hi - 1) / bs - tab_base + 1;
+  const bool staged = n_tab <= kMmaTabEnt;  // block-uniform
+  if (staged)
+    for (int i = tid; i < n_tab; i += kMmaThreads) tab_s[i] = table[tab_base + i];
+
+  // q of rows g and g + 8 (heads kh * G + r), pre-scaled into the log2 domain,
+  // split into bf16 hi + lo A fragments: k-step ks covers dims [16 ks, 16 ks + 16).
+  uint32_t qh[NKS][4], ql[NKS][4];
+  {
+    const float qscale = a.scale * 1.4426950408889634f;  // log2(e)
+    const float* qrow = a.q + int64_t(row) * a.ldq + int64_t(kh) * G * HD;
+#pragma unroll
+    for (int ks = 0; ks < NKS; ++ks) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = g + (i & 1) * 8, d = ks * 16 + (i >> 1) * 8 + 2 * t;
+        float2 v = make_float2(0.f, 0.f);
+        if (r < G) v = *reinterpret_cast<const float2*>(qrow + r * HD + d);
+        v.x *= qscale;
+        v.y *= qscale;
+        const __nv_bfloat162 h2 = __floats2bfloat162_rn(v.x, v.y);
+        const float2 hf = __bfloat1622float2(h2);
+        qh[ks][i] = *reinterpret_cast<const uint32_t*>(&h2);
+        ql[ks][i] = pack_bf16(v.x - hf.x, v.y - hf.y);
+      }
+    }
+  }
+  __syncthreads();  // tab_s
+  const int32_t* tab = staged ? tab_s : table + tab_base;
+
+  const bf16* kc = static_cast<const bf16*>(a.k_cache);
+  const bf16* vc = static_cast<const bf16*>(a.v_cache);
+  // Stage `buf` <- keys [t0, t0 + 64): a thread per 16-byte piece, keys past
+  // s_hi (and unmapped blocks) zero-filled so P V never meets garbage.
+  auto issue = [&](int buf, int t0) {
+    bf16* ks = stages + buf * STAGE;
+    bf16* vs = ks + kMmaStageKeys * KST;
+    const int c = tid % LPK;
+#pragma unroll
+    for (int j = tid / LPK; j < kMmaStageKeys; j += kMmaThreads / LPK) {
+      const int p = t0 + j;
+      int64_t off = 0;
+      bool ok = false;
+      if (p < s_hi) {
+        const int32_t blk = tab[p / bs - tab_base];
+        if (blk >= 0) {
+          off = ((int64_t(blk) * a.nkv + kh) * bs + p % bs) * HD + c * 8;
+          ok = true;
+        }
+      }
+      cp_async_16(ks + j * KST + c * 8, kc + off, ok);
+      cp_async_16(vs + j * KST + c * 8, vc + off, ok);
+    }
+  };
+
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g, g + 8 (log2 domain); l: this lane's columns
+  float o[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+
+  const int n_st = (s_hi - s_lo + kMmaStageKeys - 1) / kMmaStageKeys;
+#pragma unroll
+  for (int s = 0; s < kMmaStages - 1; ++s) {
+    if (s < n_st) issue(s, s_lo + s * kMmaStageKeys);
+    cp_async_commit();  // empty groups keep the wait counts uniform
+  }
+  const int kb = warp * 16;  // this warp's keys within a stage
+  for (int it = 0; it < n_st; ++it) {
+    cp_async_wait<kMmaStages - 2>();  // this thread's pieces of stage `it` landed
+    __syncthreads();                  // everyone's did; stage it - 1 is consumed
+    {
+      const int nx = it + kMmaStages - 1;
+      if (nx < n_st) issue(nx % kMmaStages, s_lo + nx * kMmaStageKeys);
+      cp_async_commit();
+    }
+    const bf16* ks = stages + (it % kMmaStages) * STAGE;
+    const bf16* vs = ks + kMmaStageKeys * KST;
+    const int t0 = s_lo + it * kMmaStageKeys;
+
+    // S (16 heads x 16 keys) = Q K^T: n-tile 0 keys kb..kb+7, n-tile 1 kb+8..kb+15.
+    float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
+    {
+      const int mi = lane >> 3;
+      const bf16* kaddr = ks + (kb + (lane & 7) + (mi >> 1) * 8) * KST + (mi & 1) * 8;
+#pragma unroll
+      for (int kst = 0; kst < NKS; ++kst) {
+        uint32_t b[4];  // (keys 0-7, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 0-7), (keys 8-15, dims 8-15)
+        ldmatrix_x4(b, kaddr + kst * 16);
+        mma_bf16_16816(s0, qh[kst], b[0], b[1]);
+        mma_bf16_16816(s0, ql[kst], b[0], b[1]);
+        mma_bf16_16816(s1, qh[kst], b[2], b[3]);
+        mma_bf16_16816(s1, ql[kst], b[2], b[3]);
+      }
+    }
+    // Mask keys past the split (the stage tail), then the online softmax per row.
+    {
+      const int k0 = t0 + kb + 2 * t;
+      if (k0 >= s_hi) s0[0] = s0[2] = -INFINITY;
+      if (k0 + 1 >= s_hi) s0[1] = s0[3] = -INFINITY;
+      if (k0 + 8 >= s_hi) s1[0] = s1[2] = -INFINITY;
+      if (k0 + 9 >= s_hi) s1[1] = s1[3] = -INFINITY;
+    }
+    uint32_t pa[4];  // P as the A fragment: (g, keys 2t..), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float* x0 = s0 + 2 * rr;
+      float* x1 = s1 + 2 * rr;
+      float mx = fmaxf(fmaxf(x0[0], x0[1]), fmaxf(x1[0], x1[1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[rr], mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // nothing seen yet: exp2(-inf) = 0 below
+      const float corr = exp2f(m[rr] - m_use);
+      m[rr] = m_new;
+      const __nv_bfloat162 p0 = __floats2bfloat162_rn(exp2f(x0[0] - m_use), exp2f(x0[1] - m_use));
+      const __nv_bfloat162 p1 = __floats2bfloat162_rn(exp2f(x1[0] - m_use), exp2f(x1[1] - m_use));
+      const float2 f0 = __bfloat1622float2(p0), f1 = __bfloat1622float2(p1);
+      l[rr] = l[rr] * corr + ((f0.x + f0.y) + (f1.x + f1.y));
+      pa[rr] = *reinterpret_cast<const uint32_t*>(&p0);
+      pa[2 + rr] = *reinterpret_cast<const uint32_t*>(&p1);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        o[nt][2 * rr] *= corr;
+        o[nt][2 * rr + 1] *= corr;
+      }
+    }
+    // O (16 heads x HD) += P (16 x 16 keys) V (16 keys x HD), 16 dims per ldmatrix.trans.
+    {
+      const int mi = lane >> 3;
+      const bf16* vaddr = vs + (kb + (lane & 7) + (mi & 1) * 8) * KST + (mi >> 1) * 8;
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        uint32_t b[4];  // (keys 0-7, dims 0-7), (keys 8-15, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 8-15)
+        ldmatrix_x4_trans(b, vaddr + np * 16);
+        mma_bf16_16816(o[2 * np], pa, b[0], b[1]);
+        mma_bf16_16816(o[2 * np + 1], pa, b[2], b[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the stages are free: re-used for the merge
+
+  // Merge the 4 warps: (m, l, O) per warp and row into shared memory.
+  float* ow = reinterpret_cast<float*>(smem_raw);  // (4 warps, 16 rows, HD)
+  float* mw = ow + 4 * 16 * HD;                     // (4, 16)
+  float* lw = mw + 4 * 16;                          // (4, 16)
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
+    if (t == 0) {
+      mw[warp * 16 + g + 8 * rr] = m[rr];
+      lw[warp * 16 + g + 8 * rr] = l[rr];
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    *reinterpret_cast<float2*>(ow + (warp * 16 + g) * HD + nt * 8 + 2 * t) = make_float2(o[nt][0], o[nt][1]);
+    *reinterpret_cast<float2*>(ow + (warp * 16 + g + 8) * HD + nt * 8 + 2 * t) = make_float2(o[nt][2], o[nt][3]);
+  }
+  __syncthreads();
+
+  bf16* out = static_cast<bf16*>(a.out);
+  const int64_t head0 = int64_t(row) * a.nh + int64_t(kh) * G;
+  for (int item = tid; item < G * HD / 4; item += kMmaThreads) {
+    const int h = item / (HD / 4), d0 = (item % (HD / 4)) * 4;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) mx = fmaxf(mx, mw[w * 16 + h]);
+    float L = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const float c = exp2f(mw[w * 16 + h] - mx);  // 0 for a warp that saw no key
+        const float4 v = *reinterpret_cast<const float4*>(ow + (w * 16 + h) * HD + d0);
+        L += c * lw[w * 16 + h];
+        acc.x += c * v.x;
+        acc.y += c * v.y;
+        acc.z += c * v.z;
+        acc.w += c * v.w;
+      }
+    }
+    const float inv = L > 0.f ? 1.0f / L : 0.f;
+    const float4 r = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    if (nsplit == 1) {
+      __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(out + (head0 + h) * HD + d0);
+      dst[0] = __floats2bfloat162_rn(r.x, r.y);
+      dst[1] = __floats2bfloat162_rn(r.z, r.w);
+    } else {
+      const int64_t base = (head0 + h) * a.splits + split;
+      *reinterpret_cast<float4*>(a.part_o + base * HD + d0) = r;
+      if (d0 == 0) a.part_lse[base] = L > 0.f ? (mx + log2f(L)) * 0.6931471805599453f : -INFINITY;  // natural log
+    }
+  }
+}
+
+// Grid (rows, nh), hd threads, max_splits floats of dynamic shared memory:
+// merges the splits of rows that have more than one (rows with one were
+// written by the main kernel). Same split arithmetic as the main kernel.
+__global__ void attention_decode_combine_kernel(AttnArgs a, int max_splits) {
+  extern __shared__ float lse_s[];  // (nsplit)
+  const int row = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+  const int my_pos = a.row_pos[row];
+  const int lo = a.window > 0 ? max(0, my_pos - a.window + 1) : 0, len = my_pos + 1 - lo;
+  const int chunk = mma_split_chunk(len, max_splits), nsplit = (len + chunk - 1) / chunk;
+  if (nsplit == 1) return;
+  const int64_t base = (int64_t(row) * a.nh + h) * a.splits;
+  for (int s = d; s < nsplit; s += blockDim.x) lse_s[s] = a.part_lse[base + s];
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int s = 0; s < nsplit; ++s) mx = fmaxf(mx, lse_s[s]);
+  float num = 0.f, den = 0.f;
+  if (mx != -INFINITY) {
+    const float* po = a.part_o + base * a.hd + d;
+#pragma unroll 16
+    for (int s = 0; s < nsplit; ++s) {
+      const float lse = lse_s[s];
+      const float w = lse == -INFINITY ? 0.f : expf(lse - mx);
+      num += w * po[int64_t(s) * a.hd];  // every split < nsplit wrote its partial
+      den += w;
+    }
+  }
+  static_cast<bf16*>(a.out)[(int64_t(row) * a.nh + h) * a.hd + d] = __float2bfloat16_rn(den > 0.f ? num / den : 0.f);
+}
+
+}  // namespace ms::gpu
