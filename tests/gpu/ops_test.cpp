@@ -301,17 +301,29 @@ void run_attention_case(const AttnCase& c) {
   a.part_o = po.get();
   a.part_lse = pl.get();
   a.out = out.get();
-  // Twice, the output poisoned (bf16 NaN) before each run: every element is
-  // written, and the decode kernel's split tickets are back at zero after a
-  // launch (the second run would combine too early otherwise).
-  for (int run = 0; run < 2; ++run) {
-    ASSERT_EQ(cudaMemset(out.get(), 0xff, size_t(rows) * qw * sizeof(uint16_t)), cudaSuccess);
-    ASSERT_OK(launch_paged_attention(a, nullptr));
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_LT(rel_err(bf16_to_f32v(host(out)), want), kTolBf16)
-        << "hd=" << c.hd << " window=" << c.window << " splits=" << c.splits << " rpt=" << c.rows_per_tile
-        << " run " << run;
+  // Decode rows run both decode kernels (the tensor-core one where it
+  // applies, and the CUDA-core fallback), each against the reference; the
+  // tensor-core kernel must take exactly the shapes it supports.
+  const AttnDecodeKernel saved = attention_decode_kernel();
+  const bool mma_shape = c.rows_per_tile == 1 && (c.hd == 64 || c.hd == 128) && c.nh / c.nkv <= 16;
+  for (AttnDecodeKernel k : {AttnDecodeKernel::kMma, AttnDecodeKernel::kSimt}) {
+    if (c.rows_per_tile != 1 && k == AttnDecodeKernel::kSimt) continue;  // prefill: one kernel
+    set_attention_decode_kernel(k);
+    const char* name = k == AttnDecodeKernel::kMma ? "mma" : "simt";
+    EXPECT_EQ(attention_decode_uses_mma(a), k == AttnDecodeKernel::kMma && mma_shape) << name;
+    // Twice, the output poisoned (bf16 NaN) before each run: every element is
+    // written, and the decode kernel's split tickets are back at zero after a
+    // launch (the second run would combine too early otherwise).
+    for (int run = 0; run < 2; ++run) {
+      ASSERT_EQ(cudaMemset(out.get(), 0xff, size_t(rows) * qw * sizeof(uint16_t)), cudaSuccess);
+      ASSERT_OK(launch_paged_attention(a, nullptr));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_LT(rel_err(bf16_to_f32v(host(out)), want), kTolBf16)
+          << "kernel=" << name << " hd=" << c.hd << " nh=" << c.nh << " nkv=" << c.nkv << " window=" << c.window
+          << " splits=" << c.splits << " rpt=" << c.rows_per_tile << " run " << run;
+    }
   }
+  set_attention_decode_kernel(saved);
 }
 
 TEST(GpuOps, PagedAttentionDecodeMatchesRef) {
@@ -340,6 +352,32 @@ TEST(GpuOps, PagedAttentionDecodeKernelEdges) {
   run_attention_case({128, 32, 1, 16, 0, 9, 1, {3000, 77}, {1, 1}});          // group 32: 4 items per thread
   run_attention_case({256, 32, 1, 32, 0, 5, 1, {700, 33}, {1, 1}});           // hd 256, group 32: 8 items
   run_attention_case({8, 8, 4, 8, 0, 6, 1, {900, 1, 2}, {1, 1, 1}});          // hd 8
+}
+
+// The NMC decode shape (32 q heads, 4 KV heads: G = 8, hd 128, block 64) and
+// the tensor-core kernel's edges: keys at 1 / stage (64) / block boundaries,
+// one split and many (the grid is ~one wave: 32 splits at 8K, bs 1), sliding
+// windows at 4096 +- 1, 3 ragged rows, groups 1 / 4 / 16, hd 64; groups 32
+// and hd 256 take the CUDA-core kernel (checked by run_attention_case); a
+// split whose block-table slice exceeds the 512 staged entries (block 4,
+// one split of 5000 keys) reads the table from global memory.
+TEST(GpuOps, PagedAttentionDecodeMmaShapes) {
+  MS_GPU_TEST_GUARD();
+  for (int L : {1, 63, 64, 65, 4095, 4096, 8192})
+    run_attention_case({128, 32, 4, 64, 0, 128, 1, {L}, {1}});
+  run_attention_case({128, 32, 4, 64, 0, 128, 1, {32768}, {1}});                       // 32 splits of 1024
+  run_attention_case({128, 32, 4, 64, 4096, 128, 1, {4095, 4096, 4097, 8192}, {1, 1, 1, 1}});
+  run_attention_case({128, 32, 4, 64, 100, 128, 1, {99, 100, 101, 1000}, {1, 1, 1, 1}});  // window inside a block
+  run_attention_case({128, 32, 4, 64, 0, 128, 1, {8192, 1, 3000}, {1, 1, 1}});          // bs 3 ragged
+  run_attention_case({128, 32, 4, 64, 0, 17, 1, std::vector<int>(8, 8192), std::vector<int>(8, 1)});
+  run_attention_case({128, 32, 4, 64, 0, 1, 1, {8192}, {1}});                           // one split of 8192
+  run_attention_case({128, 32, 4, 4, 0, 1, 1, {5000, 7}, {1, 1}});                      // 1250 table entries: global table
+  run_attention_case({128, 4, 4, 64, 0, 128, 1, {1, 200, 5000}, {1, 1, 1}});            // G = 1
+  run_attention_case({128, 16, 4, 16, 0, 128, 1, {77, 2049}, {1, 1}});                  // G = 4, block 16
+  run_attention_case({128, 16, 1, 64, 0, 128, 1, {3000, 5}, {1, 1}});                   // G = 16
+  run_attention_case({128, 32, 1, 64, 0, 128, 1, {3000, 5}, {1, 1}});                   // G = 32: CUDA-core
+  run_attention_case({64, 32, 4, 64, 4096, 128, 1, {1, 4097, 8192}, {1, 1, 1}});        // hd 64
+  run_attention_case({256, 32, 4, 64, 0, 128, 1, {1, 4097}, {1, 1}});                   // hd 256: CUDA-core
 }
 
 TEST(GpuOps, PagedAttentionPrefillMatchesRef) {
