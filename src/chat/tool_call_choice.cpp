@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "chat/tool_call_parser.h"
+
 namespace ms {
 namespace {
 
@@ -82,6 +84,28 @@ Result<ToolChoice> resolve_tool_choice(const nlohmann::json& tools, const nlohma
   }
   choice.mode = ToolChoice::Mode::kNamed;
   return choice;
+}
+
+std::string forced_call_prefix(ToolCallFormat format, const ToolChoice& choice) {
+  if (!choice.required()) return "";
+  const bool named = choice.mode == ToolChoice::Mode::kNamed;
+  const std::string name = nlohmann::json(choice.name).dump();  // quoted and escaped
+  // Each prefix ends where byte-level pre-tokenizers split (after a marker,
+  // a newline or a `":` punctuation run), so the prompt's tokens are the ones
+  // the model would have produced itself; a trailing space or a lone `[`
+  // would tokenize differently and derail it.
+  switch (format) {
+    case ToolCallFormat::kCohere:
+      return named ? "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": " + name + ", \"parameters\":"
+                   : "<|START_ACTION|>";
+    case ToolCallFormat::kHermes:
+      return named ? "<tool_call>\n{\"name\": " + name + ", \"arguments\":" : "<tool_call>\n";
+    case ToolCallFormat::kLlama3Json:
+      return named ? "{\"name\": " + name + ", \"parameters\":" : "{\"name\":";
+    case ToolCallFormat::kNone:
+      break;
+  }
+  return "";
 }
 
 }  // namespace ms

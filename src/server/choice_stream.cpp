@@ -40,8 +40,11 @@ void ChoiceStream::finish(const char* reason, ChoiceDelta* d) {
   d->finish_reason = r;
 }
 
+void ChoiceStream::prime(const std::string& text) { push_text(text, &primed_); }
+
 ChoiceDelta ChoiceStream::on_token(const TokenEvent& e) {
-  ChoiceDelta d;
+  ChoiceDelta d = std::move(primed_);
+  primed_ = ChoiceDelta();
   if (finished_) return d;
   ++completion_tokens_;
   d.tokens.push_back(e);
@@ -56,7 +59,8 @@ ChoiceDelta ChoiceStream::on_token(const TokenEvent& e) {
 }
 
 ChoiceDelta ChoiceStream::on_finish(const FinishEvent& e) {
-  ChoiceDelta d;
+  ChoiceDelta d = std::move(primed_);
+  primed_ = ChoiceDelta();
   if (finished_) return d;
   bool stopped = false;
   push_text(stop_.feed(detok_.flush(), &stopped), &d);

@@ -39,6 +39,10 @@ struct ChoiceDelta {
 class ChoiceStream {
  public:
   ChoiceStream(const Tokenizer& tokenizer, ChoiceOptions options);
+  // Text the server wrote at the start of the reply in the model's name (a
+  // forced tool-call prefix): parsed like model output; what it yields goes
+  // out with the first token's delta. Not counted as completion tokens.
+  void prime(const std::string& text);
   ChoiceDelta on_token(const TokenEvent& e);
   // The engine finished this choice (ignored if it already ended on a stop string).
   ChoiceDelta on_finish(const FinishEvent& e);
@@ -59,6 +63,7 @@ class ChoiceStream {
   bool finished_ = false;
   int completion_tokens_ = 0;
   int tool_calls_ = 0;
+  ChoiceDelta primed_;  // deltas from prime(), sent with the first token
 };
 
 }  // namespace ms::server

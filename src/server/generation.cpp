@@ -56,11 +56,18 @@ ApiError Generation::start(ServerContext& ctx, Endpoint endpoint, const Json& bo
   ChoiceOptions co;
   co.stop = r.stop;
   co.skip_special = r.skip_special_tokens;
+  std::string forced;  // tool_choice required / named: the reply starts inside a call
   if (endpoint == Endpoint::kChat && r.tool_choice.parse() && ctx.tool_format != ToolCallFormat::kNone) {
     co.tool_format = ctx.tool_format;
     co.skip_special = false;  // call markers are special tokens in some vocabularies
     co.parser.allowed_names = r.tool_choice.allowed_names();
-    co.parser.starts_in_reasoning = prompt_opens_reasoning(ctx.tool_format, texts.empty() ? "" : texts[0]);
+    forced = forced_call_prefix(ctx.tool_format, r.tool_choice);
+    co.parser.starts_in_reasoning =
+        forced.empty() && prompt_opens_reasoning(ctx.tool_format, texts.empty() ? "" : texts[0]);
+    if (!forced.empty()) {
+      std::vector<int32_t> ids = ctx.tokenizer->encode(forced, /*add_special_tokens=*/false, /*parse_special=*/true);
+      prompts[0].insert(prompts[0].end(), ids.begin(), ids.end());
+    }
   }
   if (!r.sampling.ignore_eos) {
     co.hidden_ids = ctx.tokenizer->eos_ids();
@@ -80,6 +87,7 @@ ApiError Generation::start(ServerContext& ctx, Endpoint endpoint, const Json& bo
       ChoiceOptions o = co;
       o.parser.id_seed = id_rng();
       cs.stream = std::make_unique<ChoiceStream>(*ctx.tokenizer, std::move(o));
+      if (!forced.empty()) cs.stream->prime(forced);
       g->choices_.push_back(std::move(cs));
     }
     Sub sub;
