@@ -31,10 +31,11 @@ TEST(GpuOps, GemvMatchesRef) {
   // Split K: {3, 300, 2056} and {5, 64, 3072} in 2 slices, {1, 2048, 4096} (o_proj) and {2, 100, 4104}
   // (slices of 1032, last 1008) in 4; {1, 5120, 2048}: QKV, 2 slices, one row. Persistent grid-stride over
   // more tiles than resident blocks, last tile partial: {2, 8200, 264} (MR 8, KS 1), {1, 12352, 2048} (KS 1,
-  // two rounds of loads), {1, 4098, 4096} (KS 2, odd N), {8, 2050, 1024} (MR 8, KS 1).
+  // two rounds of loads), {1, 4098, 4096} (KS 2, odd N), {8, 2050, 1024} (MR 8, KS 1). One row (pipelined
+  // stream): {1, 100, 4104} KS 4 with a second round that is empty in the last slice, {1, 300, 2056} KS 2.
   for (LinearCase c : {LinearCase{1, 1, 8}, {1, 37, 264}, {3, 300, 2056}, {8, 129, 1032}, {5, 64, 3072},
                        {1, 2048, 4096}, {2, 100, 4104}, {1, 5120, 2048}, {1, 3, 4096}, {2, 8200, 264},
-                       {1, 12352, 2048}, {1, 4098, 4096}, {8, 2050, 1024}}) {
+                       {1, 12352, 2048}, {1, 4098, 4096}, {8, 2050, 1024}, {1, 100, 4104}, {1, 300, 2056}}) {
     auto x = randn(size_t(c.R) * c.K, 1), w = randn(size_t(c.N) * c.K, 2, 0.05f), b = randn(c.N, 3);
     auto xb = to_bf16_rounding(x), wb = to_bf16_rounding(w);
     std::vector<float> want(size_t(c.R) * c.N);
@@ -516,9 +517,11 @@ TEST(GpuOps, MoeExpertsMatchRef) {
   // Persistent grids: (1, 10, 8, 2048, 768) is the decode shape (6144 gate_up / 4096 down warp items, more than
   // the resident warps: grid-stride loops, MR = 1); (1, 16, 1, ...) one routed expert; (2, 16, 4, ...) 8 slots
   // with up to 2 members each (gate_up MR = 8, down MR = 1 with chunks of one), usually fewer than 8 experts
-  // routed (warps stop at an unrouted slot); (5, 10, 8, ...) uneven member counts, MR = 8.
+  // routed (warps stop at an unrouted slot); (5, 10, 8, ...) uneven member counts, MR = 8; (3, 4, 4, ...)
+  // E == K: one-token kernels with 3 members per expert; (1, 16, 4, 1032, 1032): two rounds per row in both.
   for (Shape sh : {Shape{1, 16, 4, 64, 40}, {5, 16, 4, 64, 40}, {19, 16, 4, 64, 40}, {1, 10, 8, 2048, 768},
-                   {1, 16, 1, 256, 96}, {2, 16, 4, 512, 136}, {5, 10, 8, 1032, 768}}) {
+                   {1, 16, 1, 256, 96}, {2, 16, 4, 512, 136}, {5, 10, 8, 1032, 768},
+                   {3, 4, 4, 256, 96}, {1, 16, 4, 1032, 1032}}) {
     for (bool with_shared : {false, true}) {
       const int T = sh.T, E = sh.E, K = sh.K, H = sh.H, I = sh.I;
       auto h = randn(size_t(T) * H, 60), gu = randn(size_t(E) * 2 * I * H, 61, 0.1f),

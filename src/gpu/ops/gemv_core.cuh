@@ -88,3 +88,86 @@ __device__ __forceinline__ void warp_dot_multi(const bf16* const (&w)[NW], const
 }
 
 }  // namespace ms::gpu
+
+namespace ms::gpu {
+
+// ---- One-row GEMV streams with the next round of loads always in flight ----
+//
+// A warp's work is a sequence of steps ("rounds"); a step is NW weight rows x
+// U chunks per lane (8 bf16 each, 256 elements apart) from the row pointers
+// w[j], dotted with one activation row x over `len` elements (predicated at
+// len; len <= 0 loads nothing). The weights of step s + 1 are requested before
+// step s is computed, into the other of two register buffers, so a warp keeps
+// up to 2 * NW * U 16-byte loads in flight across row, member and item
+// boundaries (the one-shot warps waited for their last round, reduced and
+// exited before the next block's first load; the second, partial wave of
+// blocks then ran at a fraction of the SM's bytes in flight).
+//
+// Walker: struct Step { const bf16* w[NW]; const bf16* x; int len; bool last;
+// ... }; bool first(Step&); bool next(const Step& cur, Step& nxt);
+// void emit(const Step&, float (&acc)[NW]) with the lane partials of a
+// finished dot product (step.last), reset afterwards. All lanes of a warp run
+// the same steps; a walker that synchronises the block in emit must give all
+// warps of the block the same step sequence length and last flags.
+template <int NW, int U>
+__device__ __forceinline__ void load_round(const bf16* const (&w)[NW], int len, uint4 (&v)[NW][U]) {
+  const int k = (threadIdx.x & 31) * 8;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int j = 0; j < NW; ++j) v[j][u] = k + u * 256 < len ? ld_weight(w[j] + k + u * 256) : make_uint4(0, 0, 0, 0);
+}
+
+template <int NW, int U>
+__device__ __forceinline__ void dot_round(const uint4 (&v)[NW][U], const bf16* x, int len, float (&acc)[NW]) {
+  const int k0 = (threadIdx.x & 31) * 8;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int k = k0 + u * 256;
+    if (k < len) {
+      float xf[8];
+      bf16x8_to_f32(*reinterpret_cast<const uint4*>(x + k), xf);
+#pragma unroll
+      for (int j = 0; j < NW; ++j) {
+        float wf[8];
+        bf16x8_to_f32(v[j][u], wf);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[j] = fmaf(wf[i], xf[i], acc[j]);
+      }
+    }
+  }
+}
+
+template <int NW, int U, class Walker>
+__device__ __forceinline__ void stream_step(Walker& wk, typename Walker::Step& st, bool& have, const uint4 (&cur)[NW][U],
+                                            uint4 (&nxt)[NW][U], float (&acc)[NW]) {
+  typename Walker::Step nx;
+  const bool has_next = wk.next(st, nx);
+  if (has_next) load_round<NW, U>(nx.w, nx.len, nxt);
+  dot_round<NW, U>(cur, st.x, st.len, acc);
+  if (st.last) {
+    wk.emit(st, acc);
+#pragma unroll
+    for (int j = 0; j < NW; ++j) acc[j] = 0.f;
+  }
+  if (has_next) st = nx;
+  have = has_next;
+}
+
+template <int NW, int U, class Walker>
+__device__ __forceinline__ void stream_rows(Walker& wk) {
+  typename Walker::Step st;
+  uint4 a[NW][U], b[NW][U];
+  float acc[NW];
+#pragma unroll
+  for (int j = 0; j < NW; ++j) acc[j] = 0.f;
+  bool have = wk.first(st);
+  if (have) load_round<NW, U>(st.w, st.len, a);
+  while (have) {  // unrolled by two: the buffers swap roles without register copies
+    stream_step<NW, U>(wk, st, have, a, b, acc);
+    if (!have) break;
+    stream_step<NW, U>(wk, st, have, b, a, acc);
+  }
+}
+
+}  // namespace ms::gpu

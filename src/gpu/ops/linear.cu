@@ -101,6 +101,130 @@ Status launch_gemv_t(const void* x, int ldx, const void* w, const float* bias, f
   return Status::ok();
 }
 
+// One activation row (decode at batch 1): the tiles of gemv_kernel<1, KS>
+// (same columns, same K slices, same slice-order sum in shared memory) walked
+// as a stream of rounds (stream_rows, gemv_core.cuh): a round is the warp's
+// two columns x 4 chunks per lane (1024 elements of its slice), the next
+// round's 8 loads per lane issued before the current one is used, across
+// tile boundaries too. Every warp of a block walks the same tiles and rounds,
+// so emit can synchronise the block.
+template <int KS>
+struct GemvRowWalker {
+  static constexpr int kU = 4, kRound = kU * 256, kGroups = kGemvWarps / KS;
+  struct Step {
+    const bf16* w[kGemvCols];
+    const bf16* x;
+    int len;
+    bool last;
+    int tile, r;
+  };
+  const bf16* x;
+  const bf16* w;
+  const float* bias;
+  float alpha;
+  float* y;
+  int N, K, n_tiles, cg, ks, kb, kl, rounds;
+  float (*part)[kGemvCols];  // (kGemvWarps, kGemvCols) shared
+
+  __device__ __forceinline__ void make(int tile, int r, Step& s) const {
+    const int n0 = (tile * kGroups + cg) * kGemvCols;
+    const int k = kb + r * kRound;
+#pragma unroll
+    for (int j = 0; j < kGemvCols; ++j) s.w[j] = w + int64_t(min(n0 + j, N - 1)) * K + k;  // clamped, unused
+    s.x = x + k;
+    s.len = kl - r * kRound;
+    s.last = r == rounds - 1;
+    s.tile = tile;
+    s.r = r;
+  }
+  __device__ __forceinline__ bool first(Step& s) const {
+    if (int(blockIdx.x) >= n_tiles) return false;
+    make(blockIdx.x, 0, s);
+    return true;
+  }
+  __device__ __forceinline__ bool next(const Step& c, Step& s) const {
+    if (c.r + 1 < rounds) {
+      make(c.tile, c.r + 1, s);
+      return true;
+    }
+    const int t = c.tile + gridDim.x;
+    if (t >= n_tiles) return false;
+    make(t, 0, s);
+    return true;
+  }
+  __device__ __forceinline__ void emit(const Step& s, float (&acc)[kGemvCols]) const {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int n0 = (s.tile * kGroups + cg) * kGemvCols;
+    if constexpr (KS == 1) {
+#pragma unroll
+      for (int j = 0; j < kGemvCols; ++j) {
+        const int n = n0 + j;
+        const float sum = warp_sum(acc[j]);
+        if (n < N && lane == 0) y[n] = alpha * sum + (bias ? bias[n] : 0.f);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kGemvCols; ++j) {
+        const float sum = warp_sum(acc[j]);
+        if (lane == 0) part[warp][j] = sum;
+      }
+      __syncthreads();
+      if (threadIdx.x < kGroups * kGemvCols) {
+        const int g = threadIdx.x / kGemvCols, j = threadIdx.x % kGemvCols;
+        const int n = (s.tile * kGroups + g) * kGemvCols + j;
+        if (n < N) {
+          float sum = part[g * KS][j];
+#pragma unroll
+          for (int q = 1; q < KS; ++q) sum += part[g * KS + q][j];
+          y[n] = alpha * sum + (bias ? bias[n] : 0.f);
+        }
+      }
+      __syncthreads();  // part is rewritten by the next tile
+    }
+  }
+};
+
+template <int KS>
+__global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_row_kernel(const bf16* __restrict__ x,
+                                                                      const bf16* __restrict__ w,
+                                                                      const float* __restrict__ bias, float alpha,
+                                                                      float* __restrict__ y, int N, int K,
+                                                                      int n_tiles) {
+  __shared__ float part[kGemvWarps][kGemvCols];
+  using Walker = GemvRowWalker<KS>;
+  const int warp = threadIdx.x >> 5;
+  const int kc = ((K + KS - 1) / KS + 7) / 8 * 8;  // as gemv_kernel
+  Walker wk;
+  wk.x = x;
+  wk.w = w;
+  wk.bias = bias;
+  wk.alpha = alpha;
+  wk.y = y;
+  wk.N = N;
+  wk.K = K;
+  wk.n_tiles = n_tiles;
+  wk.cg = warp / KS;
+  wk.ks = warp % KS;
+  wk.kb = min(K, wk.ks * kc);
+  wk.kl = min(K, wk.kb + kc) - wk.kb;
+  wk.rounds = (kc + Walker::kRound - 1) / Walker::kRound;  // same for every warp (block-uniform steps)
+  wk.part = part;
+  stream_rows<kGemvCols, Walker::kU>(wk);
+}
+
+template <int KS>
+Status launch_gemv_row_t(const void* x, const void* w, const float* bias, float alpha, float* y, int N, int K,
+                         cudaStream_t stream) {
+  const int per_block = kGemvWarps / KS * kGemvCols;
+  const int n_tiles = (N + per_block - 1) / per_block;
+  MS_ASSIGN_OR_RETURN(const int blocks, persistent_blocks(gemv_row_kernel<KS>, kGemvWarps * 32, n_tiles));
+  gemv_row_kernel<KS><<<blocks, kGemvWarps * 32, 0, stream>>>(static_cast<const bf16*>(x),
+                                                              static_cast<const bf16*>(w), bias, alpha, y, N, K,
+                                                              n_tiles);
+  MS_CUDA_LAUNCH_CHECK("gemv_row_kernel");
+  return Status::ok();
+}
+
 template <int MR>
 Status launch_gemv_mr(const void* x, int ldx, const void* w, const float* bias, float alpha, float* y, int ldy, int R,
                       int N, int K, cudaStream_t stream) {
@@ -108,10 +232,16 @@ Status launch_gemv_mr(const void* x, int ldx, const void* w, const float* bias, 
   // elements (4 chunks per lane per column: one full round of loads) per slice.
   constexpr int kWantBlocks = 512;
   const int blocks1 = (N + kGemvWarps * kGemvCols - 1) / (kGemvWarps * kGemvCols);
-  if (blocks1 >= kWantBlocks || K < 2048) return launch_gemv_t<MR, 1>(x, ldx, w, bias, alpha, y, ldy, R, N, K, stream);
-  if (2 * blocks1 >= kWantBlocks || K < 4096)
-    return launch_gemv_t<MR, 2>(x, ldx, w, bias, alpha, y, ldy, R, N, K, stream);
-  return launch_gemv_t<MR, 4>(x, ldx, w, bias, alpha, y, ldy, R, N, K, stream);
+  const int ks = blocks1 >= kWantBlocks || K < 2048 ? 1 : 2 * blocks1 >= kWantBlocks || K < 4096 ? 2 : 4;
+  if constexpr (MR == 1) {  // one row: the pipelined stream (y row 0 only, ldy unused)
+    if (ks == 1) return launch_gemv_row_t<1>(x, w, bias, alpha, y, N, K, stream);
+    if (ks == 2) return launch_gemv_row_t<2>(x, w, bias, alpha, y, N, K, stream);
+    return launch_gemv_row_t<4>(x, w, bias, alpha, y, N, K, stream);
+  } else {
+    if (ks == 1) return launch_gemv_t<MR, 1>(x, ldx, w, bias, alpha, y, ldy, R, N, K, stream);
+    if (ks == 2) return launch_gemv_t<MR, 2>(x, ldx, w, bias, alpha, y, ldy, R, N, K, stream);
+    return launch_gemv_t<MR, 4>(x, ldx, w, bias, alpha, y, ldy, R, N, K, stream);
+  }
 }
 
 Status launch_gemv(const void* x, int ldx, const void* w, const float* bias, float alpha, float* y, int ldy, int R,

@@ -311,6 +311,120 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_gate_up_kernel(const bf16*
   }
 }
 
+// One token (MR = 1 path): the same flat item list walked as a stream of
+// rounds (stream_rows, gemv_core.cuh) so the next round's weights are in
+// flight while the current one is used, across item boundaries. A step is
+// one round (U chunks of 8 per lane) of rows w[0..NW) of item q for member c
+// of its expert; an expert with several members (only when E == K: every
+// expert routed, T > 1) re-streams its rows once per member. The walker
+// reads n_active once, in the same round trip as its first plan entry.
+struct MoeWalkerBase {
+  MoePlan plan;
+  int per_expert, max_active, n_items, stride, rounds, round_len;
+  struct Entry {
+    int q, u, e, off, cnt, c, r, sel;
+  };
+  // Entry of item q, member c, round r (e, off, cnt reused when q is unchanged).
+  __device__ __forceinline__ void load_entry(int q, Entry& en) const {
+    en.q = q;
+    en.u = min(q / per_expert, max_active - 1);
+    en.e = plan.active[en.u];
+    en.off = plan.offset[en.u];
+    en.cnt = plan.count[en.u];
+  }
+  __device__ __forceinline__ bool first_entry(Entry& en) {
+    const int q = blockIdx.x * kMoeWarps + (threadIdx.x >> 5);
+    if (q >= n_items) return false;
+    load_entry(q, en);  // speculative: issued with the n_active read below
+    const int n_active = *plan.n_active;
+    n_items = min(n_active, max_active) * per_expert;
+    if (q >= n_items) return false;
+    en.c = 0;
+    en.r = 0;
+    en.sel = plan.members[en.off];
+    return true;
+  }
+  __device__ __forceinline__ bool next_entry(const Entry& cur, Entry& en) const {
+    en = cur;
+    if (cur.r + 1 < rounds) {
+      ++en.r;
+      return true;
+    }
+    en.r = 0;
+    if (cur.c + 1 < cur.cnt) {
+      ++en.c;
+      en.sel = plan.members[en.off + en.c];
+      return true;
+    }
+    const int q = cur.q + stride;
+    if (q >= n_items) return false;
+    if (q / per_expert != cur.q / per_expert) load_entry(q, en);
+    en.q = q;
+    en.c = 0;
+    en.sel = plan.members[en.off];
+    return true;
+  }
+};
+
+struct MoeGateUpWalker : MoeWalkerBase {
+  static constexpr int kU = 4;
+  const bf16* h;
+  const bf16* gate_up;
+  bf16* act;
+  int H, I, K;
+  struct Step {
+    const bf16* w[2];
+    const bf16* x;
+    int len;
+    bool last;
+    Entry en;
+  };
+  __device__ __forceinline__ void make(Step& s) const {
+    const int i = s.en.q - (s.en.q / I) * I, k = s.en.r * round_len;
+    s.w[0] = gate_up + (int64_t(s.en.e) * 2 * I + i) * H + k;
+    s.w[1] = gate_up + (int64_t(s.en.e) * 2 * I + I + i) * H + k;
+    s.x = h + int64_t(s.en.sel / K) * H + k;
+    s.len = H - k;
+    s.last = s.en.r == rounds - 1;
+  }
+  __device__ __forceinline__ bool first(Step& s) {
+    if (!first_entry(s.en)) return false;
+    make(s);
+    return true;
+  }
+  __device__ __forceinline__ bool next(const Step& c, Step& s) const {
+    if (!next_entry(c.en, s.en)) return false;
+    make(s);
+    return true;
+  }
+  __device__ __forceinline__ void emit(const Step& s, float (&acc)[2]) const {
+    const float gs = warp_sum(acc[0]), us = warp_sum(acc[1]);
+    const int i = s.en.q - (s.en.q / I) * I;
+    if ((threadIdx.x & 31) == 0) act[int64_t(s.en.sel) * I + i] = __float2bfloat16_rn(gs / (1.0f + expf(-gs)) * us);
+  }
+};
+
+__global__ void __launch_bounds__(kMoeWarps * 32, 2) moe_gate_up_row_kernel(const bf16* __restrict__ h,
+                                                                            const bf16* __restrict__ gate_up, int H,
+                                                                            int I, int K, MoePlan plan,
+                                                                            int max_active, bf16* __restrict__ act) {
+  MoeGateUpWalker wk;
+  wk.plan = plan;
+  wk.per_expert = I;
+  wk.max_active = max_active;
+  wk.n_items = max_active * I;
+  wk.stride = gridDim.x * kMoeWarps;
+  wk.round_len = MoeGateUpWalker::kU * 256;
+  wk.rounds = (H + wk.round_len - 1) / wk.round_len;
+  wk.h = h;
+  wk.gate_up = gate_up;
+  wk.act = act;
+  wk.H = H;
+  wk.I = I;
+  wk.K = K;
+  stream_rows<2, MoeGateUpWalker::kU>(wk);
+}
+
 template <int MR>
 Status launch_moe_gate_up_t(const bf16* h, const bf16* gate_up, int H, int I, int K, const MoePlan& plan,
                             int max_active, bf16* act, cudaStream_t stream) {
@@ -330,8 +444,15 @@ Status launch_moe_gate_up(const void* h, const void* gate_up, int H, int I, int 
   const bf16* hb = static_cast<const bf16*>(h);
   const bf16* gb = static_cast<const bf16*>(gate_up);
   bf16* ab = static_cast<bf16*>(act);
-  if (max_active <= K)  // one token (max_active = min(E, T K)): one member per expert
-    return launch_moe_gate_up_t<1>(hb, gb, H, I, K, plan, max_active, ab, stream);
+  if (max_active <= K) {  // one token (max_active = min(E, T K)): one member per expert (unless E == K)
+    if (int64_t(max_active) * I > INT32_MAX / 2) return invalid_argument("moe gate_up: too many expert rows");
+    const int items = max_active * I;
+    MS_ASSIGN_OR_RETURN(const int blocks, persistent_blocks(moe_gate_up_row_kernel, kMoeWarps * 32,
+                                                            (items + kMoeWarps - 1) / kMoeWarps));
+    moe_gate_up_row_kernel<<<blocks, kMoeWarps * 32, 0, stream>>>(hb, gb, H, I, K, plan, max_active, ab);
+    MS_CUDA_LAUNCH_CHECK("moe_gate_up_row_kernel");
+    return Status::ok();
+  }
   return launch_moe_gate_up_t<kGemvMaxRows>(hb, gb, H, I, K, plan, max_active, ab, stream);
 }
 
@@ -382,6 +503,78 @@ __global__ void __launch_bounds__(kMoeWarps * 32, MR == 1 ? 3 : 2) moe_down_kern
   }
 }
 
+// One token (MR = 1 path) of moe_down: items (routed expert u, column pair),
+// ceil(H / 2) per expert, walked as a stream of rounds of 2 rows x 3 chunks
+// per lane (I = 768 is one round; 12 loads in flight per lane with the next
+// item's) instead of 4 rows x 3 chunks one-shot at 102 registers.
+constexpr int kDownRowCols = 2;
+
+struct MoeDownWalker : MoeWalkerBase {
+  static constexpr int kU = 3;
+  const bf16* act;
+  const bf16* down;
+  const float* weights;
+  float* ybuf;
+  int H, I;
+  struct Step {
+    const bf16* w[kDownRowCols];
+    const bf16* x;
+    int len;
+    bool last;
+    Entry en;
+  };
+  __device__ __forceinline__ void make(Step& s) const {
+    const int n0 = (s.en.q - (s.en.q / per_expert) * per_expert) * kDownRowCols, k = s.en.r * round_len;
+#pragma unroll
+    for (int j = 0; j < kDownRowCols; ++j)
+      s.w[j] = down + (int64_t(s.en.e) * H + min(n0 + j, H - 1)) * I + k;  // clamped, unused
+    s.x = act + int64_t(s.en.sel) * I + k;
+    s.len = I - k;
+    s.last = s.en.r == rounds - 1;
+  }
+  __device__ __forceinline__ bool first(Step& s) {
+    if (!first_entry(s.en)) return false;
+    make(s);
+    return true;
+  }
+  __device__ __forceinline__ bool next(const Step& c, Step& s) const {
+    if (!next_entry(c.en, s.en)) return false;
+    make(s);
+    return true;
+  }
+  __device__ __forceinline__ void emit(const Step& s, float (&acc)[kDownRowCols]) const {
+    const int n0 = (s.en.q - (s.en.q / per_expert) * per_expert) * kDownRowCols;
+    const float wt = weights[s.en.sel];
+#pragma unroll
+    for (int j = 0; j < kDownRowCols; ++j) {
+      const float sum = warp_sum(acc[j]);
+      if (n0 + j < H && (threadIdx.x & 31) == 0) ybuf[int64_t(s.en.sel) * H + n0 + j] = wt * sum;
+    }
+  }
+};
+
+__global__ void __launch_bounds__(kMoeWarps * 32, 2) moe_down_row_kernel(const bf16* __restrict__ act,
+                                                                         const bf16* __restrict__ down,
+                                                                         const float* __restrict__ weights, int H,
+                                                                         int I, MoePlan plan, int max_active,
+                                                                         float* __restrict__ ybuf) {
+  MoeDownWalker wk;
+  wk.plan = plan;
+  wk.per_expert = (H + kDownRowCols - 1) / kDownRowCols;
+  wk.max_active = max_active;
+  wk.n_items = max_active * wk.per_expert;
+  wk.stride = gridDim.x * kMoeWarps;
+  wk.round_len = MoeDownWalker::kU * 256;
+  wk.rounds = (I + wk.round_len - 1) / wk.round_len;
+  wk.act = act;
+  wk.down = down;
+  wk.weights = weights;
+  wk.ybuf = ybuf;
+  wk.H = H;
+  wk.I = I;
+  stream_rows<kDownRowCols, MoeDownWalker::kU>(wk);
+}
+
 template <int MR>
 Status launch_moe_down_t(const bf16* act, const bf16* down, const float* weights, int H, int I, const MoePlan& plan,
                          int max_active, float* ybuf, cudaStream_t stream) {
@@ -402,7 +595,15 @@ Status launch_moe_down(const void* act, const void* down, const float* weights, 
   const bf16* db = static_cast<const bf16*>(down);
   // MR = 1 is correct for any member count (chunks of one); picked when there is one token.
   // The launcher has no K: max_active <= 8 (top-k of one token at most 8 here) is the proxy.
-  if (max_active <= 8) return launch_moe_down_t<1>(ab, db, weights, H, I, plan, max_active, ybuf, stream);
+  if (max_active <= 8) {
+    const int64_t items = int64_t(max_active) * ((H + kDownRowCols - 1) / kDownRowCols);
+    if (items > INT32_MAX / 2) return invalid_argument("moe down: too many expert rows");
+    MS_ASSIGN_OR_RETURN(const int blocks, persistent_blocks(moe_down_row_kernel, kMoeWarps * 32,
+                                                            int((items + kMoeWarps - 1) / kMoeWarps)));
+    moe_down_row_kernel<<<blocks, kMoeWarps * 32, 0, stream>>>(ab, db, weights, H, I, plan, max_active, ybuf);
+    MS_CUDA_LAUNCH_CHECK("moe_down_row_kernel");
+    return Status::ok();
+  }
   return launch_moe_down_t<kGemvMaxRows>(ab, db, weights, H, I, plan, max_active, ybuf, stream);
 }
 
