@@ -424,8 +424,6 @@ Status LayeredBackend::ffn(int li, int T, bool decode, float* out, MoeSum* defer
   }
   const int E = cfg_.n_experts, K = cfg_.top_k, I = cfg_.moe_ffn;
   int32_t* topk_ids = topk_ids_.get() + size_t(li) * opt_.max_step_tokens * K;
-  MS_RETURN_IF_ERROR(launch_gemv_f32x(hf_.get(), l.router.get(), router_logits_.get(), T, E, H, stream_));
-  MS_RETURN_IF_ERROR(mark("router_gemv"));
   MoePlan plan;
   int32_t* pb = plan_buf_.get();
   plan.n_active = pb;
@@ -434,13 +432,21 @@ Status LayeredBackend::ffn(int li, int T, bool decode, float* out, MoeSum* defer
   plan.count = pb + 1 + 2 * E;
   plan.members = pb + 1 + 3 * E;
   plan.stat_active = stat_active_.get() + li;
-  if (T <= kMoeRoutePlanMaxT) {  // decode: one launch
-    MS_RETURN_IF_ERROR(launch_moe_route_plan(router_logits_.get(), T, E, K, cfg_.router, cfg_.softmax_over_topk,
-                                             cfg_.norm_topk_prob, topk_ids, topk_w_.get(), plan, stream_));
+  if (T <= kMoeRoutePlanMaxT && H % 8 == 0) {  // decode: router GEMV, route and plan in one launch
+    MS_RETURN_IF_ERROR(launch_moe_router_route_plan(hf_.get(), l.router.get(), T, E, H, K, cfg_.router,
+                                                    cfg_.softmax_over_topk, cfg_.norm_topk_prob,
+                                                    router_logits_.get(), topk_ids, topk_w_.get(), plan, stream_));
   } else {
-    MS_RETURN_IF_ERROR(launch_moe_route(router_logits_.get(), T, E, K, cfg_.router, cfg_.softmax_over_topk,
-                                        cfg_.norm_topk_prob, topk_ids, topk_w_.get(), stream_));
-    MS_RETURN_IF_ERROR(launch_moe_plan(topk_ids, T, K, E, plan, stream_));
+    MS_RETURN_IF_ERROR(launch_gemv_f32x(hf_.get(), l.router.get(), router_logits_.get(), T, E, H, stream_));
+    MS_RETURN_IF_ERROR(mark("router_gemv"));
+    if (T <= kMoeRoutePlanMaxT) {
+      MS_RETURN_IF_ERROR(launch_moe_route_plan(router_logits_.get(), T, E, K, cfg_.router, cfg_.softmax_over_topk,
+                                               cfg_.norm_topk_prob, topk_ids, topk_w_.get(), plan, stream_));
+    } else {
+      MS_RETURN_IF_ERROR(launch_moe_route(router_logits_.get(), T, E, K, cfg_.router, cfg_.softmax_over_topk,
+                                          cfg_.norm_topk_prob, topk_ids, topk_w_.get(), stream_));
+      MS_RETURN_IF_ERROR(launch_moe_plan(topk_ids, T, K, E, plan, stream_));
+    }
   }
   MS_RETURN_IF_ERROR(mark("moe_route_plan"));
   const int max_active = std::min(E, T * K);

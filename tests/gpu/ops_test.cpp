@@ -459,6 +459,56 @@ TEST(GpuOps, MoeRouteMatchesRef) {
       for (int m = 0; m < cnt; ++m) EXPECT_EQ(gi2[pb[1 + 3 * c.E + off + m]], e) << "plan member of expert " << e;
     }
     EXPECT_EQ(total, Td * c.K);
+    // Router GEMV + route + plan in one launch == launch_gemv_f32x then launch_moe_route_plan, bit for bit
+    // (logits, ids, weights, plan; members compared as sets per expert). H = 2056: two rounds of loads, the
+    // second 8 elements long. Run twice per shape: the grid ticket must be reset by the last block.
+    for (int Tr : {1, Td}) {
+      const int H = 2056;
+      auto xf = randn(size_t(Tr) * H, 51), rwf = randn(size_t(c.E) * H, 52, 0.05f);
+      auto rw = to_bf16_rounding(rwf);
+      auto dx = dev(xf);
+      auto drw = dev(rw);
+      DeviceBuffer<float> lg1, lg2, w3, w4;
+      DeviceBuffer<int32_t> ids3, ids4, pb3, pb4;
+      for (auto* b : {&lg1, &lg2}) ASSERT_OK(b->alloc(size_t(Tr) * c.E));
+      for (auto* b : {&w3, &w4}) ASSERT_OK(b->alloc(size_t(Tr) * c.K));
+      for (auto* b : {&ids3, &ids4}) ASSERT_OK(b->alloc(size_t(Tr) * c.K));
+      for (auto* b : {&pb3, &pb4}) ASSERT_OK(b->alloc(1 + 3 * size_t(c.E) + size_t(Tr) * c.K));
+      auto plan_of = [&](DeviceBuffer<int32_t>& b) {
+        MoePlan p;
+        p.n_active = b.get();
+        p.active = b.get() + 1;
+        p.offset = b.get() + 1 + c.E;
+        p.count = b.get() + 1 + 2 * c.E;
+        p.members = b.get() + 1 + 3 * c.E;
+        return p;
+      };
+      ASSERT_OK(launch_gemv_f32x(dx.get(), drw.get(), lg1.get(), Tr, c.E, H, nullptr));
+      ASSERT_OK(launch_moe_route_plan(lg1.get(), Tr, c.E, c.K, c.fn, c.over_topk, c.norm, ids3.get(), w3.get(),
+                                      plan_of(pb3), nullptr));
+      for (int rep = 0; rep < 2; ++rep) {
+        ASSERT_EQ(cudaMemset(pb4.get(), 0xff, pb4.size() * sizeof(int32_t)), cudaSuccess);
+        ASSERT_OK(launch_moe_router_route_plan(dx.get(), drw.get(), Tr, c.E, H, c.K, c.fn, c.over_topk, c.norm,
+                                               lg2.get(), ids4.get(), w4.get(), plan_of(pb4), nullptr));
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_EQ(host(lg2), host(lg1)) << "fused router logits E=" << c.E << " T=" << Tr;
+        EXPECT_EQ(host(ids4), host(ids3)) << "fused router ids E=" << c.E << " T=" << Tr;
+        EXPECT_EQ(host(w4), host(w3)) << "fused router weights E=" << c.E << " T=" << Tr;
+        auto p3 = host(pb3), p4 = host(pb4);
+        ASSERT_EQ(p4[0], p3[0]) << "n_active E=" << c.E << " T=" << Tr << " rep " << rep;
+        for (int u = 0; u < p3[0]; ++u) {
+          const int e = p3[1 + u], off = p3[1 + c.E + u], cnt = p3[1 + 2 * c.E + u];
+          EXPECT_EQ(p4[1 + u], e);
+          EXPECT_EQ(p4[1 + c.E + u], off);
+          EXPECT_EQ(p4[1 + 2 * c.E + u], cnt);
+          std::vector<int32_t> m3(p3.begin() + 1 + 3 * c.E + off, p3.begin() + 1 + 3 * c.E + off + cnt);
+          std::vector<int32_t> m4(p4.begin() + 1 + 3 * c.E + off, p4.begin() + 1 + 3 * c.E + off + cnt);
+          std::sort(m3.begin(), m3.end());
+          std::sort(m4.begin(), m4.end());
+          EXPECT_EQ(m4, m3) << "members of expert " << e;
+        }
+      }
+    }
   }
 }
 

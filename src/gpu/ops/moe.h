@@ -47,6 +47,14 @@ Status launch_moe_route_plan(const float* logits, int T, int E, int K, RouterFn 
                              bool norm_topk_prob, int32_t* ids, float* weights, const MoePlan& plan,
                              cudaStream_t stream);
 
+// Decode: the router GEMV (x (T, H) fp32 . router_w (E, H) bf16 -> logits
+// (T, E) fp32, bit-identical to launch_gemv_f32x), then launch_moe_route_plan,
+// in one launch. T <= kMoeRoutePlanMaxT, H % 8 == 0, E <= 256, K <= 32. Uses a
+// process-wide ticket: launches of it must not run concurrently on two streams.
+Status launch_moe_router_route_plan(const float* x, const void* router_w, int T, int E, int H, int K, RouterFn fn,
+                                    bool softmax_over_topk, bool norm_topk_prob, float* logits, int32_t* ids,
+                                    float* weights, const MoePlan& plan, cudaStream_t stream);
+
 // h (T, H) bf16; gate_up (E, 2I, H) bf16 (rows [0, I) gate, [I, 2I) up);
 // act (T*K, I) bf16. max_active: grid size, >= the number of routed experts
 // (min(E, T*K)).
