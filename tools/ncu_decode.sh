@@ -12,9 +12,9 @@ extra=()
 cmake -S . -B build-gpu -G Ninja -DMEGASERVE_CUDA=ON "${extra[@]}" > "$OUT/configure.log" 2>&1
 ninja -C build-gpu -j16 megaserve > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-"$NCU" --graph-profiling node -k regex:"paged_attention_decode_kernel|moe_gate_up_kernel|moe_down_kernel|gemv_kernel|moe_route_plan_kernel|gemv_f32x_kernel" \
+"$NCU" --graph-profiling node -k regex:"${NCU_KERNELS:-paged_attention_decode|moe_gate_up|moe_down|gemv|moe_route|moe_router|add_norm|rope_kv}" \
   -c 16 --section SpeedOfLight --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
-  --section WarpStateStats \
+  --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables \
   build-gpu/megaserve bench decode --random nmc-full --batch 1 --context 8K --iters 1 --warmup 0 > "$OUT/ncu.txt" 2>&1
 echo "ncu exit: $?"
 grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Grid Size|Block Size|Waves Per SM|Stall|One or More|Theoretical Occ" "$OUT/ncu.txt" | head -150
