@@ -3,7 +3,6 @@
 #include "gpu/common/cuda_check.h"
 #include "gpu/ops/elementwise.h"
 #include "gpu/ops/gemv_core.cuh"
-#include "gpu/ops/gemv_wide.h"
 
 namespace ms::gpu {
 
@@ -250,8 +249,6 @@ Status launch_gemv(const void* x, int ldx, const void* w, const float* bias, flo
   if (R <= 0 || N <= 0) return Status::ok();
   if (R > kGemvMaxRows) return invalid_argument("launch_gemv: more than 8 rows");
   if (K % 8 != 0 || ldx % 8 != 0) return invalid_argument("launch_gemv: K and ldx must be multiples of 8");
-  if (R == 1 && gemv_wide_enabled() && gemv_wide_supports(K) && reinterpret_cast<uintptr_t>(x) % 16 == 0)
-    return launch_gemv_wide(x, w, bias, alpha, y, N, K, stream);
   if (R == 1) return launch_gemv_mr<1>(x, ldx, w, bias, alpha, y, ldy, R, N, K, stream);
   return launch_gemv_mr<kGemvMaxRows>(x, ldx, w, bias, alpha, y, ldy, R, N, K, stream);
 }

@@ -3,7 +3,6 @@
 #include "gpu/common/bf16.cuh"
 #include "gpu/common/cuda_check.h"
 #include "gpu/ops/gemv_core.cuh"
-#include "gpu/ops/gemv_wide.h"
 
 namespace ms::gpu {
 
@@ -544,9 +543,6 @@ Status launch_moe_gate_up(const void* h, const void* gate_up, int H, int I, int 
   const bf16* hb = static_cast<const bf16*>(h);
   const bf16* gb = static_cast<const bf16*>(gate_up);
   bf16* ab = static_cast<bf16*>(act);
-  if (max_active <= K && gemv_wide_enabled() && (H == 1024 || H == 2048)) {  // one token: all loads in flight
-    return launch_moe_gate_up_wide(h, gate_up, H, I, K, plan, max_active, act, stream);
-  }
   if (max_active <= K) {  // one token (max_active = min(E, T K)): one member per expert (unless E == K)
     if (int64_t(max_active) * I > INT32_MAX / 2) return invalid_argument("moe gate_up: too many expert rows");
     const int items = max_active * I;
@@ -698,9 +694,6 @@ Status launch_moe_down(const void* act, const void* down, const float* weights, 
   const bf16* db = static_cast<const bf16*>(down);
   // MR = 1 is correct for any member count (chunks of one); picked when there is one token.
   // The launcher has no K: max_active <= 8 (top-k of one token at most 8 here) is the proxy.
-  if (max_active <= 8 && gemv_wide_enabled() && (I == 768 || I == 1024)) {
-    return launch_moe_down_wide(act, down, weights, H, I, plan, max_active, ybuf, stream);
-  }
   if (max_active <= 8) {
     const int64_t items = int64_t(max_active) * ((H + kDownRowCols - 1) / kDownRowCols);
     if (items > INT32_MAX / 2) return invalid_argument("moe down: too many expert rows");
