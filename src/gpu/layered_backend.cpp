@@ -152,9 +152,10 @@ Status LayeredBackend::upload_weights(const ModelWeights& w) {
     Layer& l = layers_[li];
     std::string ctx = "uploading layer " + std::to_string(li);
     // Progress for large checkpoints (a 60 GB model uploads for tens of seconds).
-    if (weight_bytes_ > (size_t(1) << 30) && (li % 8 == 0 || li + 1 == cfg_.n_layers))
+    if (weight_bytes_ > (size_t(1) << 30) && (li % 8 == 0 || li + 1 == cfg_.n_layers)) {
       MS_LOG(Info) << "layered: uploading weights, layer " << li + 1 << "/" << cfg_.n_layers << " ("
                    << weight_bytes_ / (1 << 20) << " MiB in all)";
+    }
     MS_RETURN_IF_ERROR(put_bf16(l.qkv_w, 0, s.q).with_context(ctx));
     MS_RETURN_IF_ERROR(put_bf16(l.qkv_w, qw * H, s.k).with_context(ctx));
     MS_RETURN_IF_ERROR(put_bf16(l.qkv_w, (qw + kvw) * H, s.v).with_context(ctx));
