@@ -8,7 +8,6 @@
 
 #include "gpu/common/bf16.cuh"
 #include "gpu/common/cuda_check.h"
-#include "gpu/common/pdl.cuh"
 #include "gpu/ops/attention_mma.cuh"
 
 namespace ms::gpu {
@@ -206,7 +205,6 @@ __host__ __device__ constexpr int decode_kv_stride(int hd) { return hd + 8; }  /
 
 template <int ITEMS>
 __global__ void __launch_bounds__(kDecodeThreads) paged_attention_decode_kernel(AttnArgs a) {
-  pdl_launch_dependents();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int hd = a.hd, tk = attn_tile_keys(hd), kst = decode_kv_stride(hd);
   const int G = a.nh / a.nkv, lpk = hd / 8;

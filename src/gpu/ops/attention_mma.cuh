@@ -22,7 +22,6 @@
 #include <cstdint>
 
 #include "gpu/common/bf16.cuh"
-#include "gpu/common/pdl.cuh"
 #include "gpu/ops/attention.h"
 
 namespace ms::gpu {
@@ -91,7 +90,6 @@ __device__ __forceinline__ uint32_t pack_bf16(float x, float y) {
 // dynamic shared memory. Requires G = nh / nkv <= 16, ldq even.
 template <int HD>
 __global__ void __launch_bounds__(kMmaThreads) paged_attention_decode_mma_kernel(AttnArgs a, int max_splits) {
-  pdl_launch_dependents();  // o_proj may start prefetching its weights (pdl.cuh)
   constexpr int KST = mma_kv_stride(HD), NKS = HD / 16, NT = HD / 8, LPK = HD / 8;
   constexpr int STAGE = 2 * kMmaStageKeys * KST;  // bf16 per stage: K (64, KST) then V (64, KST)
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -310,7 +308,6 @@ __global__ void __launch_bounds__(kMmaThreads) paged_attention_decode_mma_kernel
 // merges the splits of rows that have more than one (rows with one were
 // written by the main kernel). Same split arithmetic as the main kernel.
 __global__ void attention_decode_combine_kernel(AttnArgs a, int max_splits) {
-  pdl_launch_dependents();  // o_proj may start prefetching its weights (pdl.cuh)
   extern __shared__ float lse_s[];  // (nsplit)
   const int row = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
   const int my_pos = a.row_pos[row];

@@ -2,7 +2,6 @@
 
 #include "gpu/common/bf16.cuh"
 #include "gpu/common/cuda_check.h"
-#include "gpu/common/pdl.cuh"
 
 namespace ms::gpu {
 
@@ -89,7 +88,6 @@ __global__ void __launch_bounds__(1024) add_norm_vec_kernel(float* __restrict__ 
                                                             const float* __restrict__ w, int layer_norm, float eps,
                                                             int H, bf16* __restrict__ out,
                                                             float* __restrict__ out_f32, MoeSum moe) {
-  pdl_launch_dependents();  // the next GEMV may start prefetching its weights (pdl.cuh)
   __shared__ float red[32];
   const int r = blockIdx.x, H4 = H / 4;
   const int64_t in_row = in_rows ? in_rows[r] : r;
@@ -197,7 +195,6 @@ Status launch_add_norm(float* x, const float* add0, const float* add1, const int
 }
 
 __global__ void swiglu_kernel(const float* __restrict__ gu, int ld_gu, int F, bf16* __restrict__ out) {
-  pdl_launch_dependents();
   const int t = blockIdx.x;
   const float* row = gu + int64_t(t) * ld_gu;
   for (int i = threadIdx.x; i < F; i += blockDim.x) {

@@ -1,7 +1,6 @@
 #include "gpu/ops/linear.h"
 
 #include "gpu/common/cuda_check.h"
-#include "gpu/common/pdl.cuh"
 #include "gpu/ops/elementwise.h"
 #include "gpu/ops/gemv_core.cuh"
 
@@ -192,11 +191,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 2) gemv_row_kernel(const bf16
                                                                       float* __restrict__ y, int N, int K,
                                                                       int n_tiles) {
   __shared__ float part[kGemvWarps][kGemvCols];
-  // Weights never change: prefetch this block's share while the predecessor
-  // drains (pdl.cuh); x and y only after the wait.
-  pdl_launch_dependents();
-  prefetch_l2_share(w, size_t(N) * K * sizeof(bf16));
-  pdl_wait();
   using Walker = GemvRowWalker<KS>;
   const int warp = threadIdx.x >> 5;
   const int kc = ((K + KS - 1) / KS + 7) / 8 * 8;  // as gemv_kernel
@@ -224,9 +218,9 @@ Status launch_gemv_row_t(const void* x, const void* w, const float* bias, float 
   const int per_block = kGemvWarps / KS * kGemvCols;
   const int n_tiles = (N + per_block - 1) / per_block;
   MS_ASSIGN_OR_RETURN(const int blocks, persistent_blocks(gemv_row_kernel<KS>, kGemvWarps * 32, n_tiles));
-  MS_CUDA_RETURN(launch_with_pdl(gemv_row_kernel<KS>, dim3(blocks), dim3(kGemvWarps * 32), 0, stream,
-                                  static_cast<const bf16*>(x), static_cast<const bf16*>(w), bias, alpha, y, N, K,
-                                  n_tiles));
+  gemv_row_kernel<KS><<<blocks, kGemvWarps * 32, 0, stream>>>(static_cast<const bf16*>(x),
+                                                              static_cast<const bf16*>(w), bias, alpha, y, N, K,
+                                                              n_tiles);
   MS_CUDA_LAUNCH_CHECK("gemv_row_kernel");
   return Status::ok();
 }

@@ -2,7 +2,6 @@
 
 #include "gpu/common/bf16.cuh"
 #include "gpu/common/cuda_check.h"
-#include "gpu/common/pdl.cuh"
 #include "gpu/ops/gemv_core.cuh"
 
 namespace ms::gpu {
@@ -508,7 +507,6 @@ __global__ void __launch_bounds__(kMoeWarps * 32, 2) moe_gate_up_row_kernel(cons
                                                                             const bf16* __restrict__ gate_up, int H,
                                                                             int I, int K, MoePlan plan,
                                                                             int max_active, bf16* __restrict__ act) {
-  pdl_launch_dependents();  // let moe_down start prefetching its weights (pdl.cuh)
   MoeGateUpWalker wk;
   wk.plan = plan;
   wk.per_expert = I;
@@ -659,17 +657,6 @@ __global__ void __launch_bounds__(kMoeWarps * 32, 2) moe_down_row_kernel(const b
                                                                          const float* __restrict__ weights, int H,
                                                                          int I, MoePlan plan, int max_active,
                                                                          float* __restrict__ ybuf) {
-  // The plan comes from route_plan, which finished before gate_up (this
-  // kernel's predecessor) started: safe to read before the wait, so the
-  // routed experts' down weights stream into L2 while gate_up runs.
-  pdl_launch_dependents();
-  {
-    const int n_active = min(*plan.n_active, max_active);
-    const size_t per_expert = size_t(H) * I * sizeof(bf16);
-    for (int u = 0; u < n_active; ++u)
-      prefetch_l2_share(down + size_t(plan.active[u]) * H * I, per_expert);
-  }
-  pdl_wait();
   MoeDownWalker wk;
   wk.plan = plan;
   wk.per_expert = (H + kDownRowCols - 1) / kDownRowCols;
@@ -712,8 +699,7 @@ Status launch_moe_down(const void* act, const void* down, const float* weights, 
     if (items > INT32_MAX / 2) return invalid_argument("moe down: too many expert rows");
     MS_ASSIGN_OR_RETURN(const int blocks, persistent_blocks(moe_down_row_kernel, kMoeWarps * 32,
                                                             int((items + kMoeWarps - 1) / kMoeWarps)));
-    MS_CUDA_RETURN(launch_with_pdl(moe_down_row_kernel, dim3(blocks), dim3(kMoeWarps * 32), 0, stream, ab, db,
-                                   weights, H, I, plan, max_active, ybuf));
+    moe_down_row_kernel<<<blocks, kMoeWarps * 32, 0, stream>>>(ab, db, weights, H, I, plan, max_active, ybuf);
     MS_CUDA_LAUNCH_CHECK("moe_down_row_kernel");
     return Status::ok();
   }
