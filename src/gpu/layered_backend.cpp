@@ -705,7 +705,11 @@ Status LayeredBackend::step(const std::vector<SeqWork>& batch, StepResult* out) 
     MS_CUDA_RETURN(cudaStreamSynchronize(stream_));
     return Status::ok();
   }
-  // Eager: pack pieces into sub-steps.
+  return for_each_substep(batch, [&](const std::vector<Piece>& pieces) { return run_pieces(batch, pieces, out); });
+}
+
+Status LayeredBackend::for_each_substep(const std::vector<SeqWork>& batch,
+                                        const std::function<Status(const std::vector<Piece>&)>& run) const {
   const int Tm = opt_.max_step_tokens;
   std::vector<Piece> cur;
   int cur_tokens = 0;
@@ -714,7 +718,7 @@ Status LayeredBackend::step(const std::vector<SeqWork>& batch, StepResult* out) 
     const int n = static_cast<int>(w.tokens.size());
     for (int t0 = 0; t0 < n;) {
       if (cur_tokens == Tm || static_cast<int>(cur.size()) == opt_.max_seqs) {
-        MS_RETURN_IF_ERROR(run_pieces(batch, cur, out));
+        MS_RETURN_IF_ERROR(run(cur));
         cur.clear();
         cur_tokens = 0;
       }
@@ -724,7 +728,7 @@ Status LayeredBackend::step(const std::vector<SeqWork>& batch, StepResult* out) 
       t0 += take;
     }
   }
-  if (!cur.empty()) MS_RETURN_IF_ERROR(run_pieces(batch, cur, out));
+  if (!cur.empty()) MS_RETURN_IF_ERROR(run(cur));
   return Status::ok();
 }
 

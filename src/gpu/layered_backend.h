@@ -17,6 +17,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -138,6 +139,11 @@ class LayeredBackend final : public Backend {
   Status run_decode_graph(const StepShape& s);
   Status run_pieces(const std::vector<SeqWork>& batch, const std::vector<Piece>& pieces, StepResult* out);
   bool is_decode_batch(const std::vector<SeqWork>& batch) const;
+  // Packs the batch's tokens into sub-steps of <= max_step_tokens tokens and
+  // <= max_seqs pieces (a long prompt runs as consecutive pieces) and calls
+  // run on each, in order.
+  Status for_each_substep(const std::vector<SeqWork>& batch,
+                          const std::function<Status(const std::vector<Piece>&)>& run) const;
 
   ModelConfig cfg_;
   LayeredBackendOptions opt_;

@@ -88,7 +88,7 @@ Status LayeredBackend::step_sample(const std::vector<SeqWork>& batch, const std:
     MS_RETURN_IF_ERROR(run_decode_graph(s));
     return sample_rows(specs, batch_of_row, out);
   }
-  // Eager: the same packing into sub-steps as step(); each sub-step's logits
+  // Eager: the same sub-steps as step(); each sub-step's logits
   // rows (pieces with need_logits, in order) are sampled before the next.
   auto run = [&](const std::vector<Piece>& pieces) -> Status {
     StepShape s;
@@ -99,26 +99,7 @@ Status LayeredBackend::step_sample(const std::vector<SeqWork>& batch, const std:
       if (p.need_logits) batch_of_row.push_back(p.batch_index);
     return sample_rows(specs, batch_of_row, out);
   };
-  const int Tm = opt_.max_step_tokens;
-  std::vector<Piece> cur;
-  int cur_tokens = 0;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const SeqWork& w = batch[i];
-    const int n = static_cast<int>(w.tokens.size());
-    for (int t0 = 0; t0 < n;) {
-      if (cur_tokens == Tm || static_cast<int>(cur.size()) == opt_.max_seqs) {
-        MS_RETURN_IF_ERROR(run(cur));
-        cur.clear();
-        cur_tokens = 0;
-      }
-      const int take = std::min(n - t0, Tm - cur_tokens);
-      cur.push_back({static_cast<int>(i), w.start_pos + t0, t0, take, w.need_logits && t0 + take == n});
-      cur_tokens += take;
-      t0 += take;
-    }
-  }
-  if (!cur.empty()) MS_RETURN_IF_ERROR(run(cur));
-  return Status::ok();
+  return for_each_substep(batch, run);
 }
 
 }  // namespace ms::gpu
