@@ -24,8 +24,17 @@ void send_json(httplib::Response& res, const Json& j, int status = 200) {
   res.set_content(j.dump(-1, ' ', false, Json::error_handler_t::replace), kJson);
 }
 
-// Parses the body as JSON; a malformed body is a 400.
-bool parse_body(const httplib::Request& req, httplib::Response& res, Json* out) {
+// Parses the body as JSON; a body over the limit is a 413, a malformed one a 400.
+bool parse_body(const httplib::Request& req, httplib::Response& res, size_t max_bytes, Json* out) {
+  if (req.body.size() > max_bytes) {
+    ApiError e;
+    e.status = 413;
+    e.message = "Request body of " + std::to_string(req.body.size()) + " bytes is over the limit of " +
+                std::to_string(max_bytes) + " bytes";
+    e.code = "payload_too_large";
+    send_error(res, e);
+    return false;
+  }
   *out = Json::parse(req.body, nullptr, false);
   if (out->is_discarded()) {
     send_error(res, bad_request("Malformed JSON in the request body", "", "invalid_json"));
@@ -83,7 +92,11 @@ void HttpServer::install_routes() {
   httplib::Server& s = *server_;
   const int threads = options_.threads;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  s.set_payload_max_length(options_.max_body_bytes);
+  // httplib answers bodies over its limit with 413 and closes while the client
+  // may still be sending, so the client can see a reset instead of the
+  // answer. Bodies up to 1 MiB over our limit are therefore read in full and
+  // rejected by parse_body with a clean 413; only larger ones hit httplib's.
+  s.set_payload_max_length(options_.max_body_bytes + (size_t(1) << 20));
   s.set_read_timeout(options_.read_timeout_s, 0);
   s.set_write_timeout(options_.write_timeout_s, 0);
   s.set_keep_alive_timeout(options_.keep_alive_timeout_s);
@@ -156,7 +169,7 @@ void HttpServer::install_routes() {
     return [this, ep](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] {
         Json body;
-        if (!parse_body(req, res, &body)) return;
+        if (!parse_body(req, res, options_.max_body_bytes, &body)) return;
         std::shared_ptr<Generation> gen;
         ApiError err = Generation::start(ctx_, ep, body, &gen);
         if (!err.ok()) return send_error(res, err);
@@ -242,7 +255,7 @@ void HttpServer::install_routes() {
   s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       Json body;
-      if (!parse_body(req, res, &body)) return;
+      if (!parse_body(req, res, options_.max_body_bytes, &body)) return;
       if (!body.is_object()) return send_error(res, bad_request("the request body must be a JSON object"));
       for (auto it = body.begin(); it != body.end(); ++it) {
         static const std::set<std::string> kKnown = {"model", "prompt", "messages", "add_special_tokens",
@@ -291,7 +304,7 @@ void HttpServer::install_routes() {
   s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       Json body;
-      if (!parse_body(req, res, &body)) return;
+      if (!parse_body(req, res, options_.max_body_bytes, &body)) return;
       if (!body.is_object()) return send_error(res, bad_request("the request body must be a JSON object"));
       auto t = body.find("tokens");
       if (t == body.end() || !t->is_array()) {
