@@ -630,10 +630,13 @@ TEST(GpuOps, MoeExpertsMatchRef) {
 
 TEST(GpuOps, ArgmaxMatchesHost) {
   MS_GPU_TEST_GUARD();
-  for (int V : {1, 1000, 262144}) {
+  // 1000: one block per row; >= 32768: split over 64 blocks per row and merged.
+  for (int V : {1, 1000, 40000, 151936, 262144}) {
     const int R = 3;
     auto l = randn(size_t(R) * V, 70, 3.f);
-    if (V > 10) l[5] = l[V - 1] = 100.f;  // tie in row 0: the lower index wins
+    if (V > 10) l[5] = l[V - 1] = 100.f;            // tie in row 0 across slices: the lower index wins
+    if (V > 10) l[V + 7] = l[V + 6] = 50.f;          // tie in row 1 inside one slice
+    if (V > 10) l[2 * size_t(V) + V / 2] = 1e4f;     // row 2: a dominant logit (logprob ~ 0)
     auto dl = dev(l);
     DeviceBuffer<int32_t> tok;
     DeviceBuffer<float> lp;
