@@ -4,7 +4,8 @@
 // each streams its output, and the client timestamps every content chunk to
 // measure TTFT (first chunk), ITL (gaps between chunks), TPOT ((latency -
 // TTFT) / (output tokens - 1)) and end-to-end latency. Prompts are random:
-// token ids (completions) or words (chat) of --input-len +- --range-ratio.
+// words (default; valid for any vocabulary) or random token ids (completions,
+// --prompt-kind tokens: exact prompt lengths) of --input-len +- --range-ratio.
 #include <httplib.h>
 
 #include <algorithm>
@@ -245,10 +246,11 @@ int run_bench_serve(const std::vector<std::string>& args) {
       .add("num-prompts", "requests to send", "100")
       .add("request-rate", "Poisson arrival rate in requests/s, or inf (all at once)", "inf")
       .add("max-concurrency", "requests in flight at most (0: no limit)", "0")
-      .add("input-len", "prompt length (tokens for completions, words for chat)", "128")
+      .add("input-len", "prompt length (words, or token ids with --prompt-kind tokens)", "128")
       .add("output-len", "max tokens per request", "64")
       .add("range-ratio", "lengths drawn uniformly from len * [1 - r, 1 + r]", "0")
-      .add("prompt-kind", "tokens (random ids, completions only) or words", "")
+      .add("prompt-kind", "words (any model) or tokens (random ids in --vocab-range, completions only: exact lengths)",
+           "words")
       .add("vocab-range", "token ids drawn from [lo, hi) for token prompts, as lo:hi", "1000:20000")
       .add("seed", "random seed of the prompts and arrivals", "0")
       .add("api-key", "bearer token (env OPENAI_API_KEY or MEGASERVE_API_KEY)")
@@ -271,7 +273,6 @@ int run_bench_serve(const std::vector<std::string>& args) {
     return fail(invalid_argument("--endpoint must be chat or completions, got '" + c.endpoint + "'"));
   }
   c.prompt_kind = f.str("prompt-kind");
-  if (c.prompt_kind.empty()) c.prompt_kind = c.endpoint == "chat" ? "words" : "tokens";
   if (c.prompt_kind != "tokens" && c.prompt_kind != "words") return fail(invalid_argument("--prompt-kind must be tokens or words"));
   if (c.prompt_kind == "tokens" && c.endpoint == "chat") return fail(invalid_argument("--prompt-kind tokens needs --endpoint completions"));
   auto geti = [&](const char* name, int64_t lo, int64_t hi, int* out) -> Status {
