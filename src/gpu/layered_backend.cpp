@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -57,6 +58,10 @@ Status put_f32(DeviceBuffer<float>& dst, size_t offset, const MatView& m) {
 LayeredBackend::~LayeredBackend() {
   for (auto& [key, g] : graphs_) (void)cudaGraphExecDestroy(g);
   if (meta_copied_) (void)cudaEventDestroy(meta_copied_);
+  if (fork_ev_) (void)cudaEventDestroy(fork_ev_);
+  if (join_ev_) (void)cudaEventDestroy(join_ev_);
+  if (cublas_aux_) (void)cublasDestroy(cublas_aux_);
+  if (aux_stream_) (void)cudaStreamDestroy(aux_stream_);
   if (cublas_) (void)cublasDestroy(cublas_);
   if (stream_) (void)cudaStreamDestroy(stream_);
 }
@@ -94,6 +99,15 @@ Status LayeredBackend::init_common(const ModelConfig& cfg, const LayeredBackendO
   MS_CUBLAS_RETURN(cublasCreate(&cublas_));
   MS_CUBLAS_RETURN(cublasSetStream(cublas_, stream_));
   MS_CUDA_RETURN(cudaEventCreateWithFlags(&meta_copied_, cudaEventDisableTiming));
+  if (const char* e = std::getenv("MEGASERVE_CONCURRENT_BRANCHES"); e && std::string(e) == "0")
+    opt_.concurrent_branches = false;
+  if (cfg_.parallel_block && opt_.concurrent_branches) {
+    MS_CUDA_RETURN(cudaStreamCreateWithFlags(&aux_stream_, cudaStreamNonBlocking));
+    MS_CUBLAS_RETURN(cublasCreate(&cublas_aux_));
+    MS_CUBLAS_RETURN(cublasSetStream(cublas_aux_, aux_stream_));
+    MS_CUDA_RETURN(cudaEventCreateWithFlags(&fork_ev_, cudaEventDisableTiming));
+    MS_CUDA_RETURN(cudaEventCreateWithFlags(&join_ev_, cudaEventDisableTiming));
+  }
   return Status::ok();
 }
 
@@ -408,16 +422,15 @@ Status LayeredBackend::stage_metadata(const std::vector<SeqWork>& batch, const s
   return Status::ok();
 }
 
-Status LayeredBackend::ffn(int li, int T, bool decode, float* out, MoeSum* deferred) {
-  (void)decode;
+Status LayeredBackend::ffn(int li, int T, float* out, MoeSum* deferred, cudaStream_t st, cublasHandle_t blas) {
   const Layer& l = layers_[li];
   const int H = cfg_.hidden;
   auto dense = [&](const DeviceBuffer<uint16_t>& gate_up, const DeviceBuffer<uint16_t>& down, int F,
                    float* y) -> Status {
-    MS_RETURN_IF_ERROR(launch_linear(cublas_, h_.get(), H, gate_up.get(), nullptr, 1.f, gu_.get(), 2 * F, T, 2 * F,
-                                     H, stream_));
-    MS_RETURN_IF_ERROR(launch_swiglu(gu_.get(), 2 * F, T, F, act_.get(), stream_));
-    return launch_linear(cublas_, act_.get(), F, down.get(), nullptr, 1.f, y, H, T, H, F, stream_);
+    MS_RETURN_IF_ERROR(launch_linear(blas, h_.get(), H, gate_up.get(), nullptr, 1.f, gu_.get(), 2 * F, T, 2 * F,
+                                     H, st));
+    MS_RETURN_IF_ERROR(launch_swiglu(gu_.get(), 2 * F, T, F, act_.get(), st));
+    return launch_linear(blas, act_.get(), F, down.get(), nullptr, 1.f, y, H, T, H, F, st);
   };
   if (!cfg_.layers[li].moe) {
     MS_RETURN_IF_ERROR(dense(l.gate_up, l.down, cfg_.dense_ffn, out));
@@ -436,26 +449,26 @@ Status LayeredBackend::ffn(int li, int T, bool decode, float* out, MoeSum* defer
   if (T <= kMoeRoutePlanMaxT && H % 8 == 0) {  // decode: router GEMV, route and plan in one launch
     MS_RETURN_IF_ERROR(launch_moe_router_route_plan(hf_.get(), l.router.get(), T, E, H, K, cfg_.router,
                                                     cfg_.softmax_over_topk, cfg_.norm_topk_prob,
-                                                    router_logits_.get(), topk_ids, topk_w_.get(), plan, stream_));
+                                                    router_logits_.get(), topk_ids, topk_w_.get(), plan, st));
   } else {
-    MS_RETURN_IF_ERROR(launch_gemv_f32x(hf_.get(), l.router.get(), router_logits_.get(), T, E, H, stream_));
+    MS_RETURN_IF_ERROR(launch_gemv_f32x(hf_.get(), l.router.get(), router_logits_.get(), T, E, H, st));
     MS_RETURN_IF_ERROR(mark("router_gemv"));
     if (T <= kMoeRoutePlanMaxT) {
       MS_RETURN_IF_ERROR(launch_moe_route_plan(router_logits_.get(), T, E, K, cfg_.router, cfg_.softmax_over_topk,
-                                               cfg_.norm_topk_prob, topk_ids, topk_w_.get(), plan, stream_));
+                                               cfg_.norm_topk_prob, topk_ids, topk_w_.get(), plan, st));
     } else {
       MS_RETURN_IF_ERROR(launch_moe_route(router_logits_.get(), T, E, K, cfg_.router, cfg_.softmax_over_topk,
-                                          cfg_.norm_topk_prob, topk_ids, topk_w_.get(), stream_));
-      MS_RETURN_IF_ERROR(launch_moe_plan(topk_ids, T, K, E, plan, stream_));
+                                          cfg_.norm_topk_prob, topk_ids, topk_w_.get(), st));
+      MS_RETURN_IF_ERROR(launch_moe_plan(topk_ids, T, K, E, plan, st));
     }
   }
   MS_RETURN_IF_ERROR(mark("moe_route_plan"));
   const int max_active = std::min(E, T * K);
   MS_RETURN_IF_ERROR(launch_moe_gate_up(h_.get(), l.experts_gate_up.get(), H, I, K, plan, max_active,
-                                        moe_act_.get(), stream_));
+                                        moe_act_.get(), st));
   MS_RETURN_IF_ERROR(mark("moe_gate_up"));
   MS_RETURN_IF_ERROR(launch_moe_down(moe_act_.get(), l.experts_down.get(), topk_w_.get(), H, I, plan, max_active,
-                                     moe_y_.get(), stream_));
+                                     moe_y_.get(), st));
   MS_RETURN_IF_ERROR(mark("moe_down"));
   const float* shared = nullptr;
   if (cfg_.n_shared_experts > 0) {
@@ -467,7 +480,7 @@ Status LayeredBackend::ffn(int li, int T, bool decode, float* out, MoeSum* defer
     *deferred = MoeSum{moe_y_.get(), K, shared, cfg_.shared_sum};
     return Status::ok();
   }
-  MS_RETURN_IF_ERROR(launch_moe_combine(moe_y_.get(), shared, cfg_.shared_sum, T, K, H, out, stream_));
+  MS_RETURN_IF_ERROR(launch_moe_combine(moe_y_.get(), shared, cfg_.shared_sum, T, K, H, out, st));
   return mark("moe_combine");
 }
 
@@ -493,6 +506,18 @@ Status LayeredBackend::forward(const StepShape& s) {
                                        cfg_.norm_eps, T, H, h_.get(),
                                        cfg_.parallel_block && spec.moe ? hf_.get() : nullptr, stream_, pend_moe));
     MS_RETURN_IF_ERROR(mark("add_norm"));
+    // Parallel block: the FFN / MoE branch reads only the normed input, so
+    // it goes first on the aux stream and the attention branch follows on
+    // stream_; joined after o_proj. The profiler keeps one chain (its events
+    // time consecutive ops on stream_).
+    const bool fork = cfg_.parallel_block && aux_stream_ && !prof_;
+    if (fork) {
+      MS_CUDA_RETURN(cudaEventRecord(fork_ev_, stream_));
+      MS_CUDA_RETURN(cudaStreamWaitEvent(aux_stream_, fork_ev_, 0));
+      pend_moe = MoeSum{};
+      MS_RETURN_IF_ERROR(ffn(li, T, mlp_out_.get(), &pend_moe, aux_stream_, cublas_aux_));
+      MS_CUDA_RETURN(cudaEventRecord(join_ev_, aux_stream_));
+    }
     MS_RETURN_IF_ERROR(launch_linear(cublas_, h_.get(), H, l.qkv_w.get(), l.qkv_b.size() ? l.qkv_b.get() : nullptr,
                                      1.f, qkv_.get(), qkvw, T, qkvw, H, stream_));
     MS_RETURN_IF_ERROR(mark("qkv_linear"));
@@ -544,8 +569,12 @@ Status LayeredBackend::forward(const StepShape& s) {
                                      1.f, attn_out_.get(), H, T, H, qw, stream_));
     MS_RETURN_IF_ERROR(mark("o_linear"));
     if (cfg_.parallel_block) {
-      pend_moe = MoeSum{};
-      MS_RETURN_IF_ERROR(ffn(li, T, s.decode, mlp_out_.get(), &pend_moe));
+      if (fork) {
+        MS_CUDA_RETURN(cudaStreamWaitEvent(stream_, join_ev_, 0));
+      } else {
+        pend_moe = MoeSum{};
+        MS_RETURN_IF_ERROR(ffn(li, T, mlp_out_.get(), &pend_moe, stream_, cublas_));
+      }
       pend0 = attn_out_.get();
       pend1 = pend_moe.ysel ? nullptr : mlp_out_.get();
     } else {
@@ -553,7 +582,7 @@ Status LayeredBackend::forward(const StepShape& s) {
                                          cfg_.norm_eps, T, H, h_.get(), spec.moe ? hf_.get() : nullptr, stream_));
       MS_RETURN_IF_ERROR(mark("add_norm"));
       pend_moe = MoeSum{};
-      MS_RETURN_IF_ERROR(ffn(li, T, s.decode, mlp_out_.get(), &pend_moe));
+      MS_RETURN_IF_ERROR(ffn(li, T, mlp_out_.get(), &pend_moe, stream_, cublas_));
       pend0 = pend_moe.ysel ? nullptr : mlp_out_.get();
       pend1 = nullptr;
     }

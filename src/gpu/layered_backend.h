@@ -40,6 +40,12 @@ struct LayeredBackendOptions {
   int max_step_tokens = 2048;  // tokens per sub-step (sizes the activation buffers)
   int max_seqs = 64;           // sequences per sub-step
   bool use_graphs = true;      // capture decode steps in CUDA graphs
+  // Parallel attention + FFN blocks (cohere2_moe): the FFN/MoE branch runs on
+  // a second stream, forked after the block's input norm and joined before
+  // the next one, so the two branches' kernels share the SMs (and, in a
+  // captured graph, become two concurrent chains per layer). The environment
+  // variable MEGASERVE_CONCURRENT_BRANCHES=0 turns it off (A/B benchmarks).
+  bool concurrent_branches = true;
 };
 
 class LayeredBackend final : public Backend {
@@ -135,7 +141,8 @@ class LayeredBackend final : public Backend {
   Status forward(const StepShape& s);
   // MoE layers with `deferred`: the combine is left to the next add_norm
   // (*deferred set) and `out` is not written.
-  Status ffn(int li, int T, bool decode, float* out, MoeSum* deferred);
+  // Launches on `st` (cuBLAS calls through `blas`, bound to st by launch_linear).
+  Status ffn(int li, int T, float* out, MoeSum* deferred, cudaStream_t st, cublasHandle_t blas);
   Status run_decode_graph(const StepShape& s);
   Status run_pieces(const std::vector<SeqWork>& batch, const std::vector<Piece>& pieces, StepResult* out);
   bool is_decode_batch(const std::vector<SeqWork>& batch) const;
@@ -156,6 +163,12 @@ class LayeredBackend final : public Backend {
 
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  // Second branch of parallel blocks (opt_.concurrent_branches): its own
+  // stream and cuBLAS handle (a handle's workspace must not be shared by two
+  // GEMMs running at once), forked from / joined to stream_ by the events.
+  cudaStream_t aux_stream_ = nullptr;
+  cublasHandle_t cublas_aux_ = nullptr;
+  cudaEvent_t fork_ev_ = nullptr, join_ev_ = nullptr;
 
   DeviceBuffer<uint16_t> embed_;     // (V, H) bf16
   DeviceBuffer<uint16_t> lm_head_;   // (V, H) bf16, empty when tied to embed_

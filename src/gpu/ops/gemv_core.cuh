@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/status.h"
 #include "gpu/common/bf16.cuh"
@@ -39,13 +40,28 @@ __device__ __forceinline__ uint4 ld_weight(const void* p) {
 // it loop over their work items with a grid stride, so there is never a
 // partial second wave of blocks, each paying its own launch and first
 // round trip. Host only; valid during graph capture (no stream work).
+//
+// MEGASERVE_PERSISTENT_SHARE=P (percent, 1..100, default 100) sizes the grid
+// to P% of the resident blocks: with two branches of a parallel block running
+// at once, a full-device persistent grid of one kernel leaves no block slot to
+// the other until it drains (perf experiments; read once per process).
+inline int persistent_share_pct() {
+  static const int pct = [] {
+    const char* e = std::getenv("MEGASERVE_PERSISTENT_SHARE");
+    const int v = e ? std::atoi(e) : 100;
+    return v >= 1 && v <= 100 ? v : 100;
+  }();
+  return pct;
+}
+
 template <class Kernel>
 Result<int> persistent_blocks(Kernel kernel, int threads, int want) {
   int dev = 0, sms = 0, per_sm = 0;
   MS_CUDA_RETURN(cudaGetDevice(&dev));
   MS_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   MS_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
-  return std::max(1, std::min(want, sms * std::max(per_sm, 1)));
+  const int resident = std::max(1, sms * std::max(per_sm, 1) * persistent_share_pct() / 100);
+  return std::max(1, std::min(want, resident));
 }
 
 // acc[j][r] (lane partials) += w[j][0:K] . x[r][0:K] for j < NW, r < rows.
