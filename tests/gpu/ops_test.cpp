@@ -461,8 +461,9 @@ TEST(GpuOps, MoeRouteMatchesRef) {
     EXPECT_EQ(total, Td * c.K);
     // Router GEMV + route + plan in one launch == launch_gemv_f32x then launch_moe_route_plan, bit for bit
     // (logits, ids, weights, plan; members compared as sets per expert). H = 2056: two rounds of loads, the
-    // second 8 elements long. Run twice per shape: the grid ticket must be reset by the last block.
-    for (int Tr : {1, Td}) {
+    // second 8 elements long. Run twice per shape: the grid ticket must be reset by the last block. Token
+    // counts cover every compile-time token bound of the fused kernel (1, 2, 4, 8).
+    for (int Tr : {1, 2, 3, Td}) {
       const int H = 2056;
       auto xf = randn(size_t(Tr) * H, 51), rwf = randn(size_t(c.E) * H, 52, 0.05f);
       auto rw = to_bf16_rounding(rwf);
