@@ -407,6 +407,11 @@ TEST(GpuOps, MoeRouteMatchesRef) {
     cfg.top_k = c.K;
     const int T = 9;
     auto logits = randn(size_t(T) * c.E, 50, 2.f);
+    // Ties go to the lower expert id: row 0 has a three-way tie at the top
+    // (one id per lane slot: 1, 33 % E, E - 1), row 1 is all zeros of both
+    // signs (-0 ties with +0: ids 0..K-1 in order).
+    logits[1] = logits[33 % c.E] = logits[c.E - 1] = 9.f;
+    for (int e = 0; e < c.E; ++e) logits[size_t(c.E) + e] = e % 3 == 1 ? -0.f : 0.f;
     auto dl = dev(logits);
     DeviceBuffer<int32_t> ids;
     DeviceBuffer<float> w;

@@ -37,31 +37,35 @@ __device__ __forceinline__ void route_token(const float* __restrict__ logits, in
 #pragma unroll
     for (int j = 0; j < kRouteMaxPerLane; ++j) sc[j] = lane + 32 * j < E ? sc[j] / sum : -INFINITY;
   }
+  // k rounds of a warp argmax with ties to the lower expert id. Scores map
+  // to order-preserving unsigned keys (-0 as +0, so they tie like floats), so
+  // a round is two single-instruction warp reductions (redux.sync max of the
+  // keys, then min of the ids holding the max) instead of five dependent
+  // pairs of shuffles. A lane's candidate is its first (lowest id) maximum.
+  unsigned key[kRouteMaxPerLane];
+#pragma unroll
+  for (int j = 0; j < kRouteMaxPerLane; ++j) {
+    const float v = sc[j] == 0.f ? 0.f : sc[j];
+    const unsigned u = __float_as_uint(v);
+    key[j] = u & 0x80000000u ? ~u : u | 0x80000000u;  // 0 is below every float's key (-inf: 0x007fffff)
+  }
   unsigned taken = 0;  // bit j: expert lane + 32 j already chosen
   for (int k = 0; k < K; ++k) {
-    float bv = -INFINITY;
-    int bi = 0x7fffffff;
+    unsigned bk = 0;
+    int bj = -1;
 #pragma unroll
     for (int j = 0; j < kRouteMaxPerLane; ++j) {
-      const int e = lane + 32 * j;
-      if (e < E && !(taken >> j & 1u) && (sc[j] > bv || (sc[j] == bv && e < bi))) {
-        bv = sc[j];
-        bi = e;
+      if (lane + 32 * j < E && !(taken >> j & 1u) && (bj < 0 || key[j] > bk)) {
+        bk = key[j];
+        bj = j;
       }
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) {
-        bv = ov;
-        bi = oi;
-      }
-    }
-    if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
+    const unsigned mk = __reduce_max_sync(0xffffffffu, bk);
+    const unsigned bi = __reduce_min_sync(0xffffffffu, bj >= 0 && bk == mk ? unsigned(lane + 32 * bj) : 0xffffffffu);
+    if ((bi & 31u) == unsigned(lane)) taken |= 1u << (bi >> 5);
     if (lane == 0) {
-      sel_val[k] = bv;
-      sel_id[k] = bi;
+      sel_val[k] = __uint_as_float(mk & 0x80000000u ? mk & 0x7fffffffu : ~mk);
+      sel_id[k] = static_cast<int>(bi);
     }
   }
   __syncwarp();
