@@ -27,7 +27,13 @@ def main():
         parts = os.path.basename(f).rsplit(".", 1)[0].split("-")
         revs = [p for p in parts if re.fullmatch(r"[0-9a-f]{7,40}", p)]
         label = revs[0] if revs else parts[-1]
-        runs.append((label, {(x["batch"], x["context"]): x for x in r["rows"] if not x.get("skipped")}))
+        rows = {(x["batch"], x["context"]): x for x in r["rows"] if not x.get("skipped")}
+        for have_label, have_rows in runs:  # files of one revision (grid + 128K) are one run
+            if have_label == label:
+                have_rows.update(rows)
+                break
+        else:
+            runs.append((label, rows))
     points = sorted({k for _, rows in runs for k in rows})
     W, H, left, bottom, top = 120 + 110 * len(points), 360, 60, 60, 40
     ph = H - bottom - top
