@@ -20,5 +20,5 @@ for v in "$@"; do
   env "${envs[@]}" MEGASERVE_BENCH=1 MEGASERVE_BENCH_JSON="$OUT/ab-$name.json" \
     build-gpu/test_gpu --gtest_filter=BenchNmc.Full > "$OUT/ab-$name.log" 2>&1
   echo "== $name (${envs[*]}) exit $?"
-  grep -E "^ +[0-9]+ +[0-9]+ |us total" "$OUT/ab-$name.log" | head -8
+  grep -E "^ +[0-9]+ +[0-9]+ |us total" "$OUT/ab-$name.log" | head -12
 done

@@ -464,10 +464,10 @@ Status LayeredBackend::ffn(int li, int T, float* out, MoeSum* deferred, cudaStre
   }
   MS_RETURN_IF_ERROR(mark("moe_route_plan"));
   const int max_active = std::min(E, T * K);
-  MS_RETURN_IF_ERROR(launch_moe_gate_up(h_.get(), l.experts_gate_up.get(), H, I, K, plan, max_active,
+  MS_RETURN_IF_ERROR(launch_moe_gate_up(h_.get(), l.experts_gate_up.get(), H, I, T, K, plan, max_active,
                                         moe_act_.get(), st));
   MS_RETURN_IF_ERROR(mark("moe_gate_up"));
-  MS_RETURN_IF_ERROR(launch_moe_down(moe_act_.get(), l.experts_down.get(), topk_w_.get(), H, I, plan, max_active,
+  MS_RETURN_IF_ERROR(launch_moe_down(moe_act_.get(), l.experts_down.get(), topk_w_.get(), H, I, T, plan, max_active,
                                      moe_y_.get(), st));
   MS_RETURN_IF_ERROR(mark("moe_down"));
   const float* shared = nullptr;

@@ -3,7 +3,8 @@
 // pcre2): the same run as `megaserve bench decode --random nmc-full --batch
 // 1,8 --context 1K,8K --json FILE` (random full-shape NMC weights built on the
 // device, block size 64). Skipped unless MEGASERVE_BENCH=1; the JSON goes to
-// $MEGASERVE_BENCH_JSON (default bench_nmc.json) and the table to stdout.
+// $MEGASERVE_BENCH_JSON (default bench_nmc.json) and the table to stdout;
+// $MEGASERVE_BENCH_BATCHES replaces the batch list.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -29,6 +30,17 @@ TEST(BenchNmc, Full) {
   BenchDecodeOptions bo;
   bo.batches = {1, 8};
   bo.contexts = {1024, 8192};
+  // MEGASERVE_BENCH_BATCHES="1,2,4,8" (batch sizes <= 8) overrides the batch list (A/B runs).
+  if (const char* e = std::getenv("MEGASERVE_BENCH_BATCHES"); e && *e) {
+    bo.batches.clear();
+    for (const char* p = e; *p;) {
+      char* end = nullptr;
+      const long v = std::strtol(p, &end, 10);
+      ASSERT_TRUE(end != p && v >= 1 && v <= 8) << "MEGASERVE_BENCH_BATCHES: bad list '" << e << "'";
+      bo.batches.push_back(static_cast<int>(v));
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
   LayeredBackendOptions opt;
   opt.block_size = 64;
   opt.max_context = 8192 + 64;

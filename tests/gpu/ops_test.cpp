@@ -33,9 +33,11 @@ TEST(GpuOps, GemvMatchesRef) {
   // more tiles than resident blocks, last tile partial: {2, 8200, 264} (MR 8, KS 1), {1, 12352, 2048} (KS 1,
   // two rounds of loads), {1, 4098, 4096} (KS 2, odd N), {8, 2050, 1024} (MR 8, KS 1). One row (pipelined
   // stream): {1, 100, 4104} KS 4 with a second round that is empty in the last slice, {1, 300, 2056} KS 2.
+  // Row bounds: R 2 -> MR 2, R 3..4 -> MR 4 ({4, 520, 2048}, {3, 300, 2056}), R 5..8 -> MR 8.
   for (LinearCase c : {LinearCase{1, 1, 8}, {1, 37, 264}, {3, 300, 2056}, {8, 129, 1032}, {5, 64, 3072},
                        {1, 2048, 4096}, {2, 100, 4104}, {1, 5120, 2048}, {1, 3, 4096}, {2, 8200, 264},
-                       {1, 12352, 2048}, {1, 4098, 4096}, {8, 2050, 1024}, {1, 100, 4104}, {1, 300, 2056}}) {
+                       {1, 12352, 2048}, {1, 4098, 4096}, {8, 2050, 1024}, {1, 100, 4104}, {1, 300, 2056},
+                       {4, 520, 2048}}) {
     auto x = randn(size_t(c.R) * c.K, 1), w = randn(size_t(c.N) * c.K, 2, 0.05f), b = randn(c.N, 3);
     auto xb = to_bf16_rounding(x), wb = to_bf16_rounding(w);
     std::vector<float> want(size_t(c.R) * c.N);
@@ -571,13 +573,15 @@ TEST(GpuOps, MoeExpertsMatchRef) {
     int T, E, K, H, I;
   };
   // Persistent grids: (1, 10, 8, 2048, 768) is the decode shape (6144 gate_up / 4096 down warp items, more than
-  // the resident warps: grid-stride loops, MR = 1); (1, 16, 1, ...) one routed expert; (2, 16, 4, ...) 8 slots
-  // with up to 2 members each (gate_up MR = 8, down MR = 1 with chunks of one), usually fewer than 8 experts
-  // routed (warps stop at an unrouted slot); (5, 10, 8, ...) uneven member counts, MR = 8; (3, 4, 4, ...)
-  // E == K: one-token kernels with 3 members per expert; (1, 16, 4, 1032, 1032): two rounds per row in both.
+  // the resident warps: grid-stride loops); (1, 16, 1, ...) one routed expert. T <= kMoeRowKernelMaxT runs the
+  // one-row streaming kernels: (2, 16, 4, ...) 8 slots with up to 2 members each, usually fewer than 8 experts
+  // routed (warps stop at an unrouted slot); (5, 10, 8, ...) uneven member counts; (8, 128, 8, ...) the bs 8
+  // NMC routing shape (64 selections over ~50 experts); (3, 4, 4, ...) E == K, 3 members per expert;
+  // (1, 16, 4, 1032, 1032): two rounds per row. More tokens run the 8-member kernels: (19, ...), (12, 10, 8, ...)
+  // uneven counts of up to 12 members (two chunks of 8), (9, 16, 4, 1032, 136) two rounds per gate_up row.
   for (Shape sh : {Shape{1, 16, 4, 64, 40}, {5, 16, 4, 64, 40}, {19, 16, 4, 64, 40}, {1, 10, 8, 2048, 768},
-                   {1, 16, 1, 256, 96}, {2, 16, 4, 512, 136}, {5, 10, 8, 1032, 768},
-                   {3, 4, 4, 256, 96}, {1, 16, 4, 1032, 1032}}) {
+                   {1, 16, 1, 256, 96}, {2, 16, 4, 512, 136}, {5, 10, 8, 1032, 768}, {8, 128, 8, 256, 64},
+                   {3, 4, 4, 256, 96}, {1, 16, 4, 1032, 1032}, {12, 10, 8, 1032, 768}, {9, 16, 4, 1032, 136}}) {
     for (bool with_shared : {false, true}) {
       const int T = sh.T, E = sh.E, K = sh.K, H = sh.H, I = sh.I;
       auto h = randn(size_t(T) * H, 60), gu = randn(size_t(E) * 2 * I * H, 61, 0.1f),
@@ -624,8 +628,8 @@ TEST(GpuOps, MoeExpertsMatchRef) {
       ASSERT_OK(out.alloc(size_t(T) * H));
       const int max_active = std::min(E, T * K);
       ASSERT_OK(launch_moe_plan(dids.get(), T, K, E, plan, nullptr));
-      ASSERT_OK(launch_moe_gate_up(dh.get(), dgu.get(), H, I, K, plan, max_active, act.get(), nullptr));
-      ASSERT_OK(launch_moe_down(act.get(), ddn.get(), dw.get(), H, I, plan, max_active, ybuf.get(), nullptr));
+      ASSERT_OK(launch_moe_gate_up(dh.get(), dgu.get(), H, I, T, K, plan, max_active, act.get(), nullptr));
+      ASSERT_OK(launch_moe_down(act.get(), ddn.get(), dw.get(), H, I, T, plan, max_active, ybuf.get(), nullptr));
       ASSERT_OK(launch_moe_combine(ybuf.get(), with_shared ? dsh.get() : nullptr, true, T, K, H, out.get(), nullptr));
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       EXPECT_LT(rel_err(host(out), want), kTolBf16)

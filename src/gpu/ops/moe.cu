@@ -1,5 +1,8 @@
 #include "gpu/ops/moe.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "gpu/common/bf16.cuh"
 #include "gpu/common/cuda_check.h"
 #include "gpu/ops/gemv_core.cuh"
@@ -423,13 +426,13 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_gate_up_kernel(const bf16*
   }
 }
 
-// One token (MR = 1 path): the same flat item list walked as a stream of
-// rounds (stream_rows, gemv_core.cuh) so the next round's weights are in
-// flight while the current one is used, across item boundaries. A step is
-// one round (U chunks of 8 per lane) of rows w[0..NW) of item q for member c
-// of its expert; an expert with several members (only when E == K: every
-// expert routed, T > 1) re-streams its rows once per member. The walker
-// reads n_active once, in the same round trip as its first plan entry.
+// Decode (T <= kMoeRowKernelMaxT): the same flat item list walked as a
+// stream of rounds (stream_rows, gemv_core.cuh) so the next round's weights
+// are in flight while the current one is used, across item boundaries. A step
+// is one round (U chunks of 8 per lane) of rows w[0..NW) of item q for member
+// c of its expert; an expert with several members re-streams its rows once
+// per member (the repeats hit L2). The walker reads n_active once, in the
+// same round trip as its first plan entry.
 struct MoeWalkerBase {
   MoePlan plan;
   int per_expert, max_active, n_items, stride, rounds, round_len;
@@ -537,6 +540,7 @@ __global__ void __launch_bounds__(kMoeWarps * 32, 2) moe_gate_up_row_kernel(cons
   stream_rows<2, MoeGateUpWalker::kU>(wk);
 }
 
+
 template <int MR>
 Status launch_moe_gate_up_t(const bf16* h, const bf16* gate_up, int H, int I, int K, const MoePlan& plan,
                             int max_active, bf16* act, cudaStream_t stream) {
@@ -549,14 +553,14 @@ Status launch_moe_gate_up_t(const bf16* h, const bf16* gate_up, int H, int I, in
   return Status::ok();
 }
 
-Status launch_moe_gate_up(const void* h, const void* gate_up, int H, int I, int K, const MoePlan& plan,
+Status launch_moe_gate_up(const void* h, const void* gate_up, int H, int I, int T, int K, const MoePlan& plan,
                           int max_active, void* act, cudaStream_t stream) {
   if (max_active <= 0 || I <= 0) return Status::ok();
   if (H % 8 != 0) return invalid_argument("moe gate_up: hidden % 8 != 0");
   const bf16* hb = static_cast<const bf16*>(h);
   const bf16* gb = static_cast<const bf16*>(gate_up);
   bf16* ab = static_cast<bf16*>(act);
-  if (max_active <= K) {  // one token (max_active = min(E, T K)): one member per expert (unless E == K)
+  if (T <= kMoeRowKernelMaxT) {  // decode: the streaming one-row kernel, rows re-read per extra member
     if (int64_t(max_active) * I > INT32_MAX / 2) return invalid_argument("moe gate_up: too many expert rows");
     const int items = max_active * I;
     MS_ASSIGN_OR_RETURN(const int blocks, persistent_blocks(moe_gate_up_row_kernel, kMoeWarps * 32,
@@ -699,15 +703,13 @@ Status launch_moe_down_t(const bf16* act, const bf16* down, const float* weights
   return Status::ok();
 }
 
-Status launch_moe_down(const void* act, const void* down, const float* weights, int H, int I, const MoePlan& plan,
-                       int max_active, float* ybuf, cudaStream_t stream) {
+Status launch_moe_down(const void* act, const void* down, const float* weights, int H, int I, int T,
+                       const MoePlan& plan, int max_active, float* ybuf, cudaStream_t stream) {
   if (max_active <= 0 || H <= 0) return Status::ok();
   if (I % 8 != 0) return invalid_argument("moe down: expert width % 8 != 0");
   const bf16* ab = static_cast<const bf16*>(act);
   const bf16* db = static_cast<const bf16*>(down);
-  // MR = 1 is correct for any member count (chunks of one); picked when there is one token.
-  // The launcher has no K: max_active <= 8 (top-k of one token at most 8 here) is the proxy.
-  if (max_active <= 8) {
+  if (T <= kMoeRowKernelMaxT) {  // decode: the streaming one-row kernel (chunks of one member)
     const int64_t items = int64_t(max_active) * ((H + kDownRowCols - 1) / kDownRowCols);
     if (items > INT32_MAX / 2) return invalid_argument("moe down: too many expert rows");
     MS_ASSIGN_OR_RETURN(const int blocks, persistent_blocks(moe_down_row_kernel, kMoeWarps * 32,

@@ -55,15 +55,26 @@ Status launch_moe_router_route_plan(const float* x, const void* router_w, int T,
                                     bool softmax_over_topk, bool norm_topk_prob, float* logits, int32_t* ids,
                                     float* weights, const MoePlan& plan, cudaStream_t stream);
 
+// Expert kernels. Up to kMoeRowKernelMaxT tokens (decode) they are the
+// one-row streaming kernels: a warp item is one weight row (group) of one
+// routed expert, the next round's loads always in flight, and an expert with
+// several members re-reads its rows once per extra member (from L2: they were
+// just read). At decode batch sizes most routed experts have one member (bs 8,
+// top-8 of 128: ~50 experts for 64 selections), and the 8-row kernels below
+// spent their time on empty rows (measured on the H200, NMC bs 8 / 8K:
+// 15.2 -> 12.6 ms per step). More tokens (prefill) use kernels that read each
+// weight row once for up to 8 members.
+constexpr int kMoeRowKernelMaxT = 8;
+
 // h (T, H) bf16; gate_up (E, 2I, H) bf16 (rows [0, I) gate, [I, 2I) up);
 // act (T*K, I) bf16. max_active: grid size, >= the number of routed experts
 // (min(E, T*K)).
-Status launch_moe_gate_up(const void* h, const void* gate_up, int H, int I, int K, const MoePlan& plan,
+Status launch_moe_gate_up(const void* h, const void* gate_up, int H, int I, int T, int K, const MoePlan& plan,
                           int max_active, void* act, cudaStream_t stream);
 
 // act (T*K, I) bf16; down (E, H, I) bf16; weights (T*K) fp32; ybuf (T*K, H) fp32.
-Status launch_moe_down(const void* act, const void* down, const float* weights, int H, int I, const MoePlan& plan,
-                       int max_active, float* ybuf, cudaStream_t stream);
+Status launch_moe_down(const void* act, const void* down, const float* weights, int H, int I, int T,
+                       const MoePlan& plan, int max_active, float* ybuf, cudaStream_t stream);
 
 // out (T, H) fp32 = sum_k ybuf (T*K, H); shared (T, H) fp32 or null:
 // out = shared_sum ? out + shared : (out + shared) / 2.
