@@ -377,6 +377,9 @@ TEST(GpuOps, PagedAttentionDecodeMmaShapes) {
   run_attention_case({128, 32, 4, 4, 0, 1, 1, {5000, 7}, {1, 1}});                      // 1250 table entries: global table
   run_attention_case({128, 4, 4, 64, 0, 128, 1, {1, 200, 5000}, {1, 1, 1}});            // G = 1
   run_attention_case({128, 16, 4, 16, 0, 128, 1, {77, 2049}, {1, 1}});                  // G = 4, block 16
+  // Block sizes that are not powers of two (page and slot by division, not shift and mask).
+  run_attention_case({128, 32, 4, 24, 0, 128, 1, {8192, 1, 3000}, {1, 1, 1}});
+  run_attention_case({128, 32, 4, 48, 100, 128, 1, {99, 100, 101, 1000}, {1, 1, 1, 1}});
   run_attention_case({128, 16, 1, 64, 0, 128, 1, {3000, 5}, {1, 1}});                   // G = 16
   run_attention_case({128, 32, 1, 64, 0, 128, 1, {3000, 5}, {1, 1}});                   // G = 32: CUDA-core
   run_attention_case({64, 32, 4, 64, 4096, 128, 1, {1, 4097, 8192}, {1, 1, 1}});        // hd 64

@@ -106,6 +106,7 @@ __global__ void __launch_bounds__(kMmaThreads) paged_attention_decode_mma_kernel
   if (split >= nsplit) return;  // whole block, before any barrier
   const int s_lo = lo + split * chunk, s_hi = min(hi, s_lo + chunk);
   const int bs = a.block_size;
+  const int bs_shift = (bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1;  // log2(bs), -1 if not a power of two
   const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks;
   const int tab_base = s_lo / bs, n_tab = (s_hi - 1) / bs - tab_base + 1;
   const bool staged = n_tab <= kMmaTabEnt;  // block-uniform
@@ -151,9 +152,13 @@ __global__ void __launch_bounds__(kMmaThreads) paged_attention_decode_mma_kernel
       int64_t off = 0;
       bool ok = false;
       if (p < s_hi) {
-        const int32_t blk = tab[p / bs - tab_base];
+        // Page and slot of key p: shift and mask for power-of-two block sizes
+        // (the runtime-divisor division and modulo were ~40 instructions of
+        // each of the 8 pieces a thread issues per stage).
+        const int pg = bs_shift >= 0 ? p >> bs_shift : p / bs, slot = bs_shift >= 0 ? p & (bs - 1) : p % bs;
+        const int32_t blk = tab[pg - tab_base];
         if (blk >= 0) {
-          off = ((int64_t(blk) * a.nkv + kh) * bs + p % bs) * HD + c * 8;
+          off = ((int64_t(blk) * a.nkv + kh) * bs + slot) * HD + c * 8;
           ok = true;
         }
       }
