@@ -11,7 +11,7 @@ import json
 import os
 import re
 
-COLORS = ["#9db4c0", "#5c6b73", "#c2dfe3", "#253237", "#e07a5f", "#3d405b"]
+COLORS = ["#9db4c0", "#5c6b73", "#c2dfe3", "#253237", "#e07a5f", "#3d405b", "#81b29a"]
 
 
 def main():
