@@ -1,6 +1,7 @@
 // megaserve bench: `bench decode` (decode tok/s per batch size and context,
-// % of speed of light) and `bench serve` (a load generator against any
-// OpenAI-compatible server).
+// % of speed of light), `bench prefill` (time to prefill one prompt of N
+// tokens) and `bench serve` (a load generator against any OpenAI-compatible
+// server).
 #include <cstdio>
 #include <fstream>
 
@@ -117,17 +118,97 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
 #endif
 }
 
+int bench_prefill_cmd(const std::vector<std::string>& args) {
+  Flags f;
+  f.add("model", "checkpoint directory", "")
+      .add("random", "random weights of a preset shape built on the GPU: nmc-full, qwen3_moe-full, ...", "")
+      .add("backend", "layered", "layered")
+      .add("tokens", "prompt lengths, comma-separated (K = 1024)", "512,2K,8K")
+      .add("iters", "timed prefills per length (median reported)", "5")
+      .add("warmup", "untimed prefills per length", "1")
+      .add("block-size", "KV block size", "64")
+      .add("max-step-tokens", "tokens per forward sub-step (a longer prompt runs as consecutive chunks)", "2048")
+      .add("seed", "random seed", "1")
+      .add("json", "also write the result as JSON to this file", "");
+  if (Status s = f.parse(args); !s.is_ok()) {
+    std::fprintf(stderr, "%s", f.usage("bench prefill").c_str());
+    return fail(s);
+  }
+  if (f.help_requested()) {
+    std::printf("%s", f.usage("bench prefill").c_str());
+    return 0;
+  }
+  if (f.str("model").empty() == f.str("random").empty()) return fail(invalid_argument("give exactly one of --model and --random"));
+  if (f.str("backend") != "layered") return fail(invalid_argument("flag --backend: unknown backend '" + f.str("backend") + "'"));
+  auto tokens = parse_int_list("tokens", f.str("tokens"));
+  if (!tokens.is_ok()) return fail(tokens.status());
+  for (int64_t t : *tokens)
+    if (t < 1 || t > 1048576) return fail(invalid_argument("flag --tokens: " + std::to_string(t) + " is outside 1..1M"));
+  auto iters = f.integer("iters", 1, 100000);
+  auto warmup = f.integer("warmup", 0, 100000);
+  auto block = f.integer("block-size", 1, 1024);
+  auto step_tokens = f.integer("max-step-tokens", 8, 65536);
+  auto seed = f.integer("seed", 0, INT64_MAX);
+  for (const auto* r : {&iters, &warmup, &block, &step_tokens, &seed})
+    if (!r->is_ok()) return fail(r->status());
+#ifdef MEGASERVE_WITH_CUDA
+  if (!gpu::has_gpu()) return fail(unavailable("bench prefill needs a CUDA GPU; none is available"));
+  std::unique_ptr<LoadedModel> model;
+  ModelConfig cfg;
+  if (!f.str("model").empty()) {
+    auto m = load_model(f.str("model"), [](const std::string& s) { std::fprintf(stderr, "load: %s\n", s.c_str()); });
+    if (!m.is_ok()) return fail(m.status());
+    model = std::move(*m);
+    cfg = model->config;
+  } else {
+    auto c = random_config(f.str("random"));
+    if (!c.is_ok()) return fail(c.status());
+    cfg = *c;
+  }
+  int max_t = 1;
+  for (int64_t t : *tokens) max_t = std::max<int>(max_t, static_cast<int>(t));
+  gpu::LayeredBackendOptions o;
+  o.block_size = static_cast<int>(*block);
+  o.kv_bytes = gpu::prefill_kv_bytes_for(cfg, o.block_size, max_t);
+  o.max_context = max_t + o.block_size;
+  o.max_step_tokens = static_cast<int>(*step_tokens);
+  std::fprintf(stderr, "bench prefill: %s\n", cfg.summary().c_str());
+  Result<std::unique_ptr<gpu::LayeredBackend>> backend =
+      model ? gpu::LayeredBackend::create(cfg, model->weights, o)
+            : gpu::LayeredBackend::create_random(cfg, static_cast<uint64_t>(*seed), o);
+  if (!backend.is_ok()) return fail(backend.status());
+  gpu::BenchPrefillOptions bo;
+  bo.tokens.clear();
+  for (int64_t t : *tokens) bo.tokens.push_back(static_cast<int>(t));
+  bo.iters = static_cast<int>(*iters);
+  bo.warmup = static_cast<int>(*warmup);
+  bo.seed = static_cast<uint64_t>(*seed);
+  auto r = gpu::bench_prefill(**backend, bo);
+  if (!r.is_ok()) return fail(r.status());
+  std::printf("%s", gpu::bench_prefill_table(*r).c_str());
+  if (!f.str("json").empty()) {
+    std::ofstream out(f.str("json"));
+    out << gpu::bench_prefill_json(*r) << "\n";
+    if (!out) return fail(internal_error(f.str("json") + ": write failed"));
+  }
+  return 0;
+#else
+  return fail(unavailable("bench prefill needs CUDA; this build has none (no nvcc at configure time)"));
+#endif
+}
+
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help") {
-    std::fprintf(stderr, "usage: megaserve bench decode|serve [flags]\n");
+    std::fprintf(stderr, "usage: megaserve bench decode|prefill|serve [flags]\n");
     return args.empty() ? 2 : 0;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "decode") return bench_decode_cmd(rest);
+  if (args[0] == "prefill") return bench_prefill_cmd(rest);
   if (args[0] == "serve") return server::run_bench_serve(rest);
-  return fail(invalid_argument("unknown bench '" + args[0] + "' (decode, serve)"));
+  return fail(invalid_argument("unknown bench '" + args[0] + "' (decode, prefill, serve)"));
 }
 
 }  // namespace ms::cli

@@ -1,7 +1,9 @@
 #include "gpu/bench_decode.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "gpu/common/bandwidth_probe.h"
@@ -185,6 +187,99 @@ std::string bench_decode_table(const BenchDecodeResult& r) {
       std::snprintf(line, sizeof line, "%5d %7d %8.3f %8.1f %6.0f %9.1f %10.1f\n", x.batch, x.context, x.ms_per_step,
                     x.tok_per_s, x.achieved_gbs, x.pct_sol_nominal, x.pct_sol_probe);
     }
+    s += line;
+  }
+  return s;
+}
+
+size_t prefill_kv_bytes_for(const ModelConfig& cfg, int block_size, int tokens) {
+  KvSpec kv = make_kv_spec(cfg, block_size, 1, 2);
+  size_t budget = 0;
+  for (const auto& g : kv.groups) {
+    const size_t bytes = size_t(ceil_div(tokens, block_size)) * g.bytes_per_block;
+    budget = std::max(budget, (bytes + bytes / 64 + 1) / g.layers.size() * cfg.n_layers + cfg.n_layers * g.bytes_per_block);
+  }
+  return budget;
+}
+
+Result<BenchPrefillResult> bench_prefill(LayeredBackend& backend, const BenchPrefillOptions& opt) {
+  const ModelConfig& cfg = backend.config();
+  const KvSpec& kv = backend.kv_spec();
+  BenchPrefillResult res;
+  MS_ASSIGN_OR_RETURN(DeviceInfo info, device_info());
+  res.device = info.name;
+  res.max_step_tokens = backend.options().max_step_tokens;
+  // Matmul FLOPs of a prefill: 2 per active parameter per token, the LM head once (last token only).
+  const double head = double(cfg.vocab_size) * cfg.hidden;
+  const double per_token = 2.0 * (double(cfg.active_param_count()) - head);
+  std::mt19937 rng(static_cast<uint32_t>(opt.seed));
+  for (int n : opt.tokens) {
+    BenchPrefillRow row;
+    row.tokens = n;
+    SeqWork w;
+    w.seq_id = 0;
+    w.start_pos = 0;
+    w.tokens.resize(n);
+    for (auto& t : w.tokens) t = static_cast<int32_t>(rng() % cfg.vocab_size);
+    w.block_tables.assign(kv.groups.size(), {});
+    const int64_t need = ceil_div(n, kv.block_size);
+    for (size_t g = 0; g < kv.groups.size(); ++g) {
+      if (need > kv.groups[g].num_blocks) {
+        row.skipped = "KV cache too small for " + std::to_string(n) + " tokens (group " + std::to_string(g) + " has " +
+                      std::to_string(kv.groups[g].num_blocks) + " blocks)";
+        break;
+      }
+      for (int64_t b = 0; b < need; ++b) w.block_tables[g].push_back(static_cast<int32_t>(b));
+    }
+    if (row.skipped.empty()) {
+      Status s = validate_batch(kv, cfg, {w});
+      if (!s.is_ok()) row.skipped = s.to_string();
+    }
+    if (!row.skipped.empty()) {
+      res.rows.push_back(row);
+      continue;
+    }
+    std::vector<double> times;
+    for (int i = 0; i < opt.warmup + opt.iters; ++i) {
+      StepResult r;
+      const auto t0 = std::chrono::steady_clock::now();
+      MS_RETURN_IF_ERROR(backend.step({w}, &r));  // returns after the logits are on the host
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (i >= opt.warmup) times.push_back(ms);
+    }
+    std::sort(times.begin(), times.end());
+    row.ms = times[times.size() / 2];
+    row.tok_per_s = n / (row.ms * 1e-3);
+    row.tflops = (per_token * n + 2.0 * head) / (row.ms * 1e-3) / 1e12;
+    res.rows.push_back(row);
+    std::fprintf(stderr, "bench prefill: %d tokens: %.2f ms\n", n, row.ms);
+  }
+  return res;
+}
+
+std::string bench_prefill_json(const BenchPrefillResult& r) {
+  nlohmann::json j;
+  j["device"] = r.device;
+  j["max_step_tokens"] = r.max_step_tokens;
+  j["rows"] = nlohmann::json::array();
+  for (const auto& x : r.rows)
+    j["rows"].push_back(
+        {{"tokens", x.tokens}, {"ms", x.ms}, {"tok_per_s", x.tok_per_s}, {"tflops", x.tflops}, {"skipped", x.skipped}});
+  return j.dump(2);
+}
+
+std::string bench_prefill_table(const BenchPrefillResult& r) {
+  char line[256];
+  std::string s;
+  std::snprintf(line, sizeof line, "%s: prefill of one sequence, sub-steps of %d tokens\n", r.device.c_str(),
+                r.max_step_tokens);
+  s += line;
+  s += " tokens        ms      tok/s  TFLOP/s\n";
+  for (const auto& x : r.rows) {
+    if (!x.skipped.empty())
+      std::snprintf(line, sizeof line, "%7d  skipped: %s\n", x.tokens, x.skipped.c_str());
+    else
+      std::snprintf(line, sizeof line, "%7d %9.2f %10.0f %8.1f\n", x.tokens, x.ms, x.tok_per_s, x.tflops);
     s += line;
   }
   return s;

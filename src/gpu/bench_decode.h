@@ -51,4 +51,38 @@ Result<BenchDecodeResult> bench_decode(LayeredBackend& backend, const BenchDecod
 std::string bench_decode_json(const BenchDecodeResult& r);
 std::string bench_decode_table(const BenchDecodeResult& r);
 
+// Prefill benchmark for `megaserve bench prefill`: one sequence of N random
+// prompt tokens from position 0 through Backend::step (the engine's path:
+// sub-steps of max_step_tokens, cuBLAS GEMMs, grouped expert kernels, paged
+// prefill attention, the last token's logits copied back), wall-clock time
+// per prefill (the time to first token of an N-token prompt without queueing).
+struct BenchPrefillOptions {
+  std::vector<int> tokens = {512, 2048, 8192};
+  int warmup = 1;
+  int iters = 5;
+  uint64_t seed = 1;
+};
+
+struct BenchPrefillRow {
+  int tokens = 0;
+  double ms = 0;        // median per prefill
+  double tok_per_s = 0;
+  double tflops = 0;    // 2 x active parameters per token (attention score FLOPs not counted) / time
+  std::string skipped;
+};
+
+struct BenchPrefillResult {
+  std::string device;
+  int max_step_tokens = 0;
+  std::vector<BenchPrefillRow> rows;
+};
+
+// KV budget (bytes) for one sequence of `tokens` tokens with every layer's
+// table covering all of them (no sliding-window ring: a prefill writes all).
+size_t prefill_kv_bytes_for(const ModelConfig& cfg, int block_size, int tokens);
+
+Result<BenchPrefillResult> bench_prefill(LayeredBackend& backend, const BenchPrefillOptions& opt);
+std::string bench_prefill_json(const BenchPrefillResult& r);
+std::string bench_prefill_table(const BenchPrefillResult& r);
+
 }  // namespace ms::gpu

@@ -92,6 +92,7 @@ class LayeredBackend final : public Backend {
   // kernels are charged to the op that follows them).
   Status profile_decode(const std::vector<SeqWork>& batch, std::vector<std::pair<std::string, double>>* us_by_op);
   size_t weight_bytes() const { return weight_bytes_; }
+  const LayeredBackendOptions& options() const { return opt_; }
   size_t kv_bytes() const { return kv_pool_.bytes(); }
 
  private:
