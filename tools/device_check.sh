@@ -4,7 +4,8 @@
 #      references, whole model vs HF goldens / bf16-emulating CPU reference,
 #      demo model vs HF), then the NMC bench with a per-op profile;
 #   2. builds megaserve and runs `bench decode` on the full NMC shape over
-#      batch 1,2,4,8 x context 1K,8K,32K and batch 1 at 128K;
+#      batch 1,2,4,8 x context 1K,8K,32K and batch 1 at 128K, and `bench
+#      prefill` (512 / 2K / 8K prompt tokens) with both MoE prefill paths;
 #   3. serves the demo model on the GPU (--backend layered): a tool call, a
 #      streamed chat, and `bench serve` against it.
 # Usage on the device machine, from the repo root: OUT=/dir tools/device_check.sh
@@ -22,6 +23,10 @@ ninja -C build-gpu -j16 megaserve > "$OUT/build_megaserve.log" 2>&1 || { tail -3
 M=build-gpu/megaserve
 $M bench decode --random nmc-full --batch 1,2,4,8 --context 1K,8K,32K --json "$OUT/bench_grid.json" 2>&1 | tail -15
 $M bench decode --random nmc-full --batch 1 --context 128K --json "$OUT/bench_128k.json" 2>&1 | tail -4
+# Prefill (time to first token of one prompt): the CUDA-core grouped expert kernels, then the expert GEMMs.
+$M bench prefill --random nmc-full --tokens 512,2K,8K --iters 2 --json "$OUT/bench_prefill_kernel.json" 2>&1 | tail -5
+MEGASERVE_MOE_PREFILL=gemm $M bench prefill --random nmc-full --tokens 512,2K,8K,32K \
+  --json "$OUT/bench_prefill_gemm.json" 2>&1 | tail -6
 
 $M serve --model models/north-mini-demo --backend layered --port 8011 > "$OUT/serve.log" 2>&1 &
 srv=$!

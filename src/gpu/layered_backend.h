@@ -31,6 +31,8 @@
 
 namespace ms::gpu {
 
+struct MoePlan;  // gpu/ops/moe.h
+
 struct LayeredBackendOptions {
   int block_size = 64;
   // KV cache budget in bytes (bf16 K and V, all layers); 0: 90% of the device
@@ -46,6 +48,15 @@ struct LayeredBackendOptions {
   // captured graph, become two concurrent chains per layer). The environment
   // variable MEGASERVE_CONCURRENT_BRANCHES=0 turns it off (A/B benchmarks).
   bool concurrent_branches = true;
+  // Prefill sub-steps (more than 8 tokens) of MoE layers: the routed experts
+  // as GEMMs (members gathered per expert, one cuBLAS GEMM per expert and
+  // projection, tensor cores) instead of the CUDA-core grouped kernels (about
+  // 7 TFLOP/s on NMC, measured: 1.1K prompt tok/s on the H200). Needs the
+  // plan's per-expert counts on the host: one stream sync per MoE layer per
+  // prefill sub-step. Written 2026-11-29 after the last GPU run of that
+  // session: NOT yet run on a GPU, hence off by default;
+  // MEGASERVE_MOE_PREFILL=gemm turns it on (tests: LayeredVsBf16Ref.Prefill*).
+  bool moe_prefill_gemm = false;
 };
 
 class LayeredBackend final : public Backend {
@@ -144,6 +155,8 @@ class LayeredBackend final : public Backend {
   // (*deferred set) and `out` is not written.
   // Launches on `st` (cuBLAS calls through `blas`, bound to st by launch_linear).
   Status ffn(int li, int T, float* out, MoeSum* deferred, cudaStream_t st, cublasHandle_t blas);
+  // The routed experts of one MoE layer's prefill sub-step as GEMMs (moe_y_).
+  Status run_moe_prefill_gemm(const Layer& l, int T, const MoePlan& plan, cudaStream_t st, cublasHandle_t blas);
   Status run_decode_graph(const StepShape& s);
   Status run_pieces(const std::vector<SeqWork>& batch, const std::vector<Piece>& pieces, StepResult* out);
   bool is_decode_batch(const std::vector<SeqWork>& batch) const;
@@ -170,6 +183,11 @@ class LayeredBackend final : public Backend {
   cudaStream_t aux_stream_ = nullptr;
   cublasHandle_t cublas_aux_ = nullptr;
   cudaEvent_t fork_ev_ = nullptr, join_ev_ = nullptr;
+  // moe_prefill_gemm: gathered expert rows (Tm K, H) bf16, their gate/up
+  // (Tm K, 2I) fp32 and down outputs (Tm K, H) fp32, the plan on the host.
+  DeviceBuffer<uint16_t> moe_xg_;
+  DeviceBuffer<float> moe_gu_, moe_yd_;
+  std::vector<int32_t> plan_host_;
 
   DeviceBuffer<uint16_t> embed_;     // (V, H) bf16
   DeviceBuffer<uint16_t> lm_head_;   // (V, H) bf16, empty when tied to embed_
