@@ -416,6 +416,7 @@ TEST_P(LayeredVsBf16Ref, PrefillMatchesEmulatedRefAndRouting) {
   ro.emulate_bf16_activations = true;
   auto ref = RefBackend::create(cfg, (*model)->weights, ro);
   ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+  if (std::getenv("MEGASERVE_MOE_PREFILL")) GTEST_SKIP() << "MEGASERVE_MOE_PREFILL overrides the path under test";
   // MoE families twice: the grouped expert kernels and the expert GEMMs (moe_prefill_gemm; the fixtures'
   // 8 experts get ~13 members each from the ~50-token prompt: cuBLAS GEMMs, and GEMVs for the smaller ones).
   for (bool gemm : {false, true}) {
@@ -475,51 +476,116 @@ TEST_P(LayeredBranches, ConcurrentBranchesBitIdenticalToOneStream) {
   MS_GPU_TEST_GUARD();
   if (const char* e = std::getenv("MEGASERVE_CONCURRENT_BRANCHES"); e && std::string(e) == "0")
     GTEST_SKIP() << "MEGASERVE_CONCURRENT_BRANCHES=0 forces one stream";
+  if (std::getenv("MEGASERVE_MOE_PREFILL")) GTEST_SKIP() << "MEGASERVE_MOE_PREFILL overrides the paths under test";
   auto model = load_model(fixture_dir(GetParam()));
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   const ModelConfig& cfg = (*model)->config;
   ASSERT_TRUE(cfg.parallel_block);
-  LayeredBackendOptions opt;
-  opt.block_size = 4;
-  opt.kv_bytes = 8 << 20;
-  opt.max_context = 4096;
-  opt.concurrent_branches = true;
-  auto two = LayeredBackend::create(cfg, (*model)->weights, opt);
-  ASSERT_TRUE(two.is_ok()) << two.status().to_string();
-  opt.concurrent_branches = false;
-  auto one = LayeredBackend::create(cfg, (*model)->weights, opt);
-  ASSERT_TRUE(one.is_ok()) << one.status().to_string();
-  const std::vector<int> lens = {2, 11, 25};
-  std::vector<SeqWork> batch(lens.size());
-  std::mt19937 rng(81);
-  for (size_t s = 0; s < lens.size(); ++s) {
-    batch[s].seq_id = static_cast<int64_t>(s);
-    for (int t = 0; t < lens[s]; ++t) batch[s].tokens.push_back(static_cast<int32_t>(rng() % cfg.vocab_size));
-    batch[s].block_tables.assign((*two)->kv_spec().groups.size(), {});
-  }
-  for (int step = 0; step < 10; ++step) {
-    for (auto& w : batch) {
-      const int need = (w.start_pos + static_cast<int>(w.tokens.size()) + 3) / 4;
-      for (auto& t : w.block_tables)
-        while (static_cast<int>(t.size()) < need) t.push_back(static_cast<int32_t>(w.seq_id * 16 + t.size()));
+  // Both prefill expert paths: with the expert GEMMs the FFN branch is enqueued after the attention branch
+  // (the host waits for its plan), on its own stream and cuBLAS handle.
+  for (bool gemm : {false, true}) {
+    SCOPED_TRACE(gemm ? "moe_prefill_gemm" : "expert kernels");
+    LayeredBackendOptions opt;
+    opt.moe_prefill_gemm = gemm;
+    opt.block_size = 4;
+    opt.kv_bytes = 8 << 20;
+    opt.max_context = 4096;
+    opt.concurrent_branches = true;
+    auto two = LayeredBackend::create(cfg, (*model)->weights, opt);
+    ASSERT_TRUE(two.is_ok()) << two.status().to_string();
+    opt.concurrent_branches = false;
+    auto one = LayeredBackend::create(cfg, (*model)->weights, opt);
+    ASSERT_TRUE(one.is_ok()) << one.status().to_string();
+    const std::vector<int> lens = {2, 11, 25};
+    std::vector<SeqWork> batch(lens.size());
+    std::mt19937 rng(81);
+    for (size_t s = 0; s < lens.size(); ++s) {
+      batch[s].seq_id = static_cast<int64_t>(s);
+      for (int t = 0; t < lens[s]; ++t) batch[s].tokens.push_back(static_cast<int32_t>(rng() % cfg.vocab_size));
+      batch[s].block_tables.assign((*two)->kv_spec().groups.size(), {});
     }
-    StepResult r2, r1;
-    ASSERT_OK((*two)->step(batch, &r2));
-    ASSERT_OK((*one)->step(batch, &r1));
-    ASSERT_EQ(r2.logits.size(), r1.logits.size());
-    for (size_t s = 0; s < batch.size(); ++s) {
-      ASSERT_EQ(r2.logits[s].size(), r1.logits[s].size());
-      EXPECT_EQ(0, std::memcmp(r2.logits[s].data(), r1.logits[s].data(), r1.logits[s].size() * sizeof(float)))
-          << "step " << step << " seq " << s << " rel err " << rel_err(r2.logits[s], r1.logits[s]);
-    }
-    for (size_t s = 0; s < batch.size(); ++s) {
-      batch[s].start_pos += static_cast<int32_t>(batch[s].tokens.size());
-      batch[s].tokens = {argmax(r1.logits[s])};
+    for (int step = 0; step < 10; ++step) {
+      for (auto& w : batch) {
+        const int need = (w.start_pos + static_cast<int>(w.tokens.size()) + 3) / 4;
+        for (auto& t : w.block_tables)
+          while (static_cast<int>(t.size()) < need) t.push_back(static_cast<int32_t>(w.seq_id * 16 + t.size()));
+      }
+      StepResult r2, r1;
+      ASSERT_OK((*two)->step(batch, &r2));
+      ASSERT_OK((*one)->step(batch, &r1));
+      ASSERT_EQ(r2.logits.size(), r1.logits.size());
+      for (size_t s = 0; s < batch.size(); ++s) {
+        ASSERT_EQ(r2.logits[s].size(), r1.logits[s].size());
+        EXPECT_EQ(0, std::memcmp(r2.logits[s].data(), r1.logits[s].data(), r1.logits[s].size() * sizeof(float)))
+            << "step " << step << " seq " << s << " rel err " << rel_err(r2.logits[s], r1.logits[s]);
+      }
+      for (size_t s = 0; s < batch.size(); ++s) {
+        batch[s].start_pos += static_cast<int32_t>(batch[s].tokens.size());
+        batch[s].tokens = {argmax(r1.logits[s])};
+      }
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(ParallelFamilies, LayeredBranches, ::testing::Values("cohere2_moe", "cohere2_moe_shared"));
+
+// The prefill expert GEMMs against the grouped expert kernels on ragged prefill batches whose token counts
+// (9, 12, 41 rows; top-2 of 8 experts in the fixtures) give experts 1, 2, 3, ... and > 8 members: every
+// launch_linear row bound (1-row, 2-, 4-, 8-row GEMV kernels, cuBLAS GEMM) runs. Same rounding points, so
+// only fp32 summation order differs: logits of every sequence within kGemmVsKernelTol, identical routing.
+constexpr double kGemmVsKernelTol = 5e-3;
+
+class LayeredMoePrefill : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LayeredMoePrefill, ExpertGemmsMatchExpertKernels) {
+  MS_GPU_TEST_GUARD();
+  if (std::getenv("MEGASERVE_MOE_PREFILL")) GTEST_SKIP() << "MEGASERVE_MOE_PREFILL overrides the paths under test";
+  auto model = load_model(fixture_dir(GetParam()));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const ModelConfig& cfg = (*model)->config;
+  ASSERT_TRUE(cfg.is_moe());
+  LayeredBackendOptions opt;
+  opt.block_size = 4;
+  opt.kv_bytes = 8 << 20;
+  opt.max_context = 4096;
+  opt.moe_prefill_gemm = true;
+  auto gemm = LayeredBackend::create(cfg, (*model)->weights, opt);
+  ASSERT_TRUE(gemm.is_ok()) << gemm.status().to_string();
+  opt.moe_prefill_gemm = false;
+  auto kern = LayeredBackend::create(cfg, (*model)->weights, opt);
+  ASSERT_TRUE(kern.is_ok()) << kern.status().to_string();
+  std::mt19937 rng(82);
+  double worst = 0;
+  for (const std::vector<int>& lens : std::vector<std::vector<int>>{{4, 5}, {1, 11}, {30, 7, 3, 1}}) {
+    std::vector<SeqWork> batch(lens.size());
+    for (size_t s = 0; s < lens.size(); ++s) {
+      batch[s].seq_id = static_cast<int64_t>(s);
+      for (int t = 0; t < lens[s]; ++t) batch[s].tokens.push_back(static_cast<int32_t>(rng() % cfg.vocab_size));
+      batch[s].block_tables.assign((*gemm)->kv_spec().groups.size(), {});
+      for (auto& table : batch[s].block_tables)
+        while (static_cast<int>(table.size()) * 4 < lens[s])
+          table.push_back(static_cast<int32_t>(s * 16 + table.size()));
+    }
+    StepResult rg, rk;
+    ASSERT_OK((*gemm)->step(batch, &rg));
+    ASSERT_OK((*kern)->step(batch, &rk));
+    for (size_t s = 0; s < batch.size(); ++s) {
+      const double e = rel_err(rg.logits[s], rk.logits[s]);
+      worst = std::max(worst, e);
+      EXPECT_LT(e, kGemmVsKernelTol) << "tokens " << lens[s] << " (sequence " << s << " of " << lens.size() << ")";
+    }
+    for (int li = 0; li < cfg.n_layers; ++li) {
+      std::vector<int32_t> a, b;
+      ASSERT_OK((*gemm)->last_routing(li, &a));
+      ASSERT_OK((*kern)->last_routing(li, &b));
+      EXPECT_EQ(a, b) << "routing, layer " << li;
+    }
+  }
+  std::printf("%s: expert GEMMs vs expert kernels, worst logits rel err %.2e\n", GetParam().c_str(), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(MoeFamilies, LayeredMoePrefill,
+                         ::testing::Values("cohere2_moe", "cohere2_moe_shared", "qwen3_moe"));
 
 TEST(LayeredDemoModel, GreedyTokensEqualTransformers) {
   MS_GPU_TEST_GUARD();
