@@ -4,6 +4,7 @@
 // server).
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
 #include "cli/commands.h"
 #include "core/flags.h"
@@ -33,29 +34,73 @@ Result<ModelConfig> random_config(const std::string& spec) {
   return preset_config(arch, spec.substr(dash + 1));
 }
 
-int bench_decode_cmd(const std::vector<std::string>& args) {
-  Flags f;
+// Flags every GPU benchmark shares: where the weights come from, the backend,
+// KV block size, seed, JSON output.
+void add_model_flags(Flags& f) {
   f.add("model", "checkpoint directory", "")
       .add("random", "random weights of a preset shape built on the GPU: nmc-full, qwen3_moe-full, ...", "")
       .add("backend", "layered (megakernel: not implemented yet)", "layered")
-      .add("batch", "batch sizes, comma-separated (1..8)", "1,2,4,8")
-      .add("context", "context lengths, comma-separated (K = 1024)", "1K,8K")
-      .add("iters", "timed decode steps per point (median reported)", "30")
-      .add("warmup", "untimed steps per point", "5")
       .add("block-size", "KV block size", "64")
       .add("seed", "random seed", "1")
       .add("json", "also write the result as JSON to this file", "");
+}
+
+// Parses args; usage on errors and --help. Returns -1 to go on, else the exit code.
+int parse_bench_flags(Flags& f, const std::vector<std::string>& args, const char* name) {
   if (Status s = f.parse(args); !s.is_ok()) {
-    std::fprintf(stderr, "%s", f.usage("bench decode").c_str());
+    std::fprintf(stderr, "%s", f.usage(name).c_str());
     return fail(s);
   }
   if (f.help_requested()) {
-    std::printf("%s", f.usage("bench decode").c_str());
+    std::printf("%s", f.usage(name).c_str());
     return 0;
   }
   if (f.str("model").empty() == f.str("random").empty()) return fail(invalid_argument("give exactly one of --model and --random"));
   if (f.str("backend") == "megakernel") return fail(unimplemented("--backend megakernel is not implemented yet"));
   if (f.str("backend") != "layered") return fail(invalid_argument("flag --backend: unknown backend '" + f.str("backend") + "'"));
+  return -1;
+}
+
+Status write_json_file(const std::string& path, const std::string& text) {
+  if (path.empty()) return Status::ok();
+  std::ofstream out(path);
+  out << text << "\n";
+  if (!out) return internal_error(path + ": write failed");
+  return Status::ok();
+}
+
+#ifdef MEGASERVE_WITH_CUDA
+// The layered backend on --model's checkpoint or --random's preset shape
+// (random weights built on the GPU), with `o` (block size set from the flags).
+Result<std::unique_ptr<gpu::LayeredBackend>> make_bench_backend(const Flags& f, const char* what, uint64_t seed,
+                                                                gpu::LayeredBackendOptions o,
+                                                                const std::function<void(const ModelConfig&,
+                                                                                         gpu::LayeredBackendOptions*)>&
+                                                                    size_for) {
+  std::unique_ptr<LoadedModel> model;
+  ModelConfig cfg;
+  if (!f.str("model").empty()) {
+    MS_ASSIGN_OR_RETURN(model, load_model(f.str("model"), [](const std::string& s) {
+                          std::fprintf(stderr, "load: %s\n", s.c_str());
+                        }));
+    cfg = model->config;
+  } else {
+    MS_ASSIGN_OR_RETURN(cfg, random_config(f.str("random")));
+  }
+  size_for(cfg, &o);
+  std::fprintf(stderr, "%s: %s\n", what, cfg.summary().c_str());
+  return model ? gpu::LayeredBackend::create(cfg, model->weights, o) : gpu::LayeredBackend::create_random(cfg, seed, o);
+}
+#endif
+
+int bench_decode_cmd(const std::vector<std::string>& args) {
+  Flags f;
+  add_model_flags(f);
+  f.add("batch", "batch sizes, comma-separated (1..8)", "1,2,4,8")
+      .add("context", "context lengths, comma-separated (K = 1024)", "1K,8K")
+      .add("iters", "timed decode steps per point (median reported)", "30")
+      .add("warmup", "untimed steps per point", "5");
+  if (int rc = parse_bench_flags(f, args, "bench decode"); rc >= 0) return rc;
   auto batches = parse_int_list("batch", f.str("batch"));
   auto contexts = parse_int_list("context", f.str("context"));
   if (!batches.is_ok()) return fail(batches.status());
@@ -72,46 +117,29 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
     if (!r->is_ok()) return fail(r->status());
 #ifdef MEGASERVE_WITH_CUDA
   if (!gpu::has_gpu()) return fail(unavailable("bench decode needs a CUDA GPU; none is available"));
-  std::unique_ptr<LoadedModel> model;
-  ModelConfig cfg;
-  if (!f.str("model").empty()) {
-    auto m = load_model(f.str("model"), [](const std::string& s) { std::fprintf(stderr, "load: %s\n", s.c_str()); });
-    if (!m.is_ok()) return fail(m.status());
-    model = std::move(*m);
-    cfg = model->config;
-  } else {
-    auto c = random_config(f.str("random"));
-    if (!c.is_ok()) return fail(c.status());
-    cfg = *c;
-  }
   int max_b = 1, max_c = 1;
   for (int64_t b : *batches) max_b = std::max<int>(max_b, static_cast<int>(b));
   for (int64_t c : *contexts) max_c = std::max<int>(max_c, static_cast<int>(c));
   gpu::LayeredBackendOptions o;
   o.block_size = static_cast<int>(*block);
-  o.kv_bytes = gpu::kv_bytes_for(cfg, o.block_size, max_b, max_c + 64);
   o.max_context = max_c + 64;
-  std::fprintf(stderr, "bench decode: %s\n", cfg.summary().c_str());
-  Result<std::unique_ptr<gpu::LayeredBackend>> backend =
-      model ? gpu::LayeredBackend::create(cfg, model->weights, o)
-            : gpu::LayeredBackend::create_random(cfg, static_cast<uint64_t>(*seed), o);
+  auto backend = make_bench_backend(f, "bench decode", static_cast<uint64_t>(*seed), o,
+                                    [&](const ModelConfig& cfg, gpu::LayeredBackendOptions* opt) {
+                                      opt->kv_bytes = gpu::kv_bytes_for(cfg, opt->block_size, max_b, max_c + 64);
+                                    });
   if (!backend.is_ok()) return fail(backend.status());
   gpu::BenchDecodeOptions bo;
+  bo.batches.clear();
   for (int64_t b : *batches) bo.batches.push_back(static_cast<int>(b));
-  bo.batches.erase(bo.batches.begin());
+  bo.contexts.clear();
   for (int64_t c : *contexts) bo.contexts.push_back(static_cast<int>(c));
-  bo.contexts.erase(bo.contexts.begin());
   bo.iters = static_cast<int>(*iters);
   bo.warmup = static_cast<int>(*warmup);
   bo.seed = static_cast<uint64_t>(*seed);
   auto r = gpu::bench_decode(**backend, bo);
   if (!r.is_ok()) return fail(r.status());
   std::printf("%s", gpu::bench_decode_table(*r).c_str());
-  if (!f.str("json").empty()) {
-    std::ofstream out(f.str("json"));
-    out << gpu::bench_decode_json(*r) << "\n";
-    if (!out) return fail(internal_error(f.str("json") + ": write failed"));
-  }
+  if (Status s = write_json_file(f.str("json"), gpu::bench_decode_json(*r)); !s.is_ok()) return fail(s);
   return 0;
 #else
   return fail(unavailable("bench decode needs CUDA; this build has none (no nvcc at configure time)"));
@@ -120,26 +148,12 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
 
 int bench_prefill_cmd(const std::vector<std::string>& args) {
   Flags f;
-  f.add("model", "checkpoint directory", "")
-      .add("random", "random weights of a preset shape built on the GPU: nmc-full, qwen3_moe-full, ...", "")
-      .add("backend", "layered", "layered")
-      .add("tokens", "prompt lengths, comma-separated (K = 1024)", "512,2K,8K")
+  add_model_flags(f);
+  f.add("tokens", "prompt lengths, comma-separated (K = 1024)", "512,2K,8K")
       .add("iters", "timed prefills per length (median reported)", "5")
       .add("warmup", "untimed prefills per length", "1")
-      .add("block-size", "KV block size", "64")
-      .add("max-step-tokens", "tokens per forward sub-step (a longer prompt runs as consecutive chunks)", "2048")
-      .add("seed", "random seed", "1")
-      .add("json", "also write the result as JSON to this file", "");
-  if (Status s = f.parse(args); !s.is_ok()) {
-    std::fprintf(stderr, "%s", f.usage("bench prefill").c_str());
-    return fail(s);
-  }
-  if (f.help_requested()) {
-    std::printf("%s", f.usage("bench prefill").c_str());
-    return 0;
-  }
-  if (f.str("model").empty() == f.str("random").empty()) return fail(invalid_argument("give exactly one of --model and --random"));
-  if (f.str("backend") != "layered") return fail(invalid_argument("flag --backend: unknown backend '" + f.str("backend") + "'"));
+      .add("max-step-tokens", "tokens per forward sub-step (a longer prompt runs as consecutive chunks)", "2048");
+  if (int rc = parse_bench_flags(f, args, "bench prefill"); rc >= 0) return rc;
   auto tokens = parse_int_list("tokens", f.str("tokens"));
   if (!tokens.is_ok()) return fail(tokens.status());
   for (int64_t t : *tokens)
@@ -153,29 +167,16 @@ int bench_prefill_cmd(const std::vector<std::string>& args) {
     if (!r->is_ok()) return fail(r->status());
 #ifdef MEGASERVE_WITH_CUDA
   if (!gpu::has_gpu()) return fail(unavailable("bench prefill needs a CUDA GPU; none is available"));
-  std::unique_ptr<LoadedModel> model;
-  ModelConfig cfg;
-  if (!f.str("model").empty()) {
-    auto m = load_model(f.str("model"), [](const std::string& s) { std::fprintf(stderr, "load: %s\n", s.c_str()); });
-    if (!m.is_ok()) return fail(m.status());
-    model = std::move(*m);
-    cfg = model->config;
-  } else {
-    auto c = random_config(f.str("random"));
-    if (!c.is_ok()) return fail(c.status());
-    cfg = *c;
-  }
   int max_t = 1;
   for (int64_t t : *tokens) max_t = std::max<int>(max_t, static_cast<int>(t));
   gpu::LayeredBackendOptions o;
   o.block_size = static_cast<int>(*block);
-  o.kv_bytes = gpu::prefill_kv_bytes_for(cfg, o.block_size, max_t);
   o.max_context = max_t + o.block_size;
   o.max_step_tokens = static_cast<int>(*step_tokens);
-  std::fprintf(stderr, "bench prefill: %s\n", cfg.summary().c_str());
-  Result<std::unique_ptr<gpu::LayeredBackend>> backend =
-      model ? gpu::LayeredBackend::create(cfg, model->weights, o)
-            : gpu::LayeredBackend::create_random(cfg, static_cast<uint64_t>(*seed), o);
+  auto backend = make_bench_backend(f, "bench prefill", static_cast<uint64_t>(*seed), o,
+                                    [&](const ModelConfig& cfg, gpu::LayeredBackendOptions* opt) {
+                                      opt->kv_bytes = gpu::prefill_kv_bytes_for(cfg, opt->block_size, max_t);
+                                    });
   if (!backend.is_ok()) return fail(backend.status());
   gpu::BenchPrefillOptions bo;
   bo.tokens.clear();
@@ -186,11 +187,7 @@ int bench_prefill_cmd(const std::vector<std::string>& args) {
   auto r = gpu::bench_prefill(**backend, bo);
   if (!r.is_ok()) return fail(r.status());
   std::printf("%s", gpu::bench_prefill_table(*r).c_str());
-  if (!f.str("json").empty()) {
-    std::ofstream out(f.str("json"));
-    out << gpu::bench_prefill_json(*r) << "\n";
-    if (!out) return fail(internal_error(f.str("json") + ": write failed"));
-  }
+  if (Status s = write_json_file(f.str("json"), gpu::bench_prefill_json(*r)); !s.is_ok()) return fail(s);
   return 0;
 #else
   return fail(unavailable("bench prefill needs CUDA; this build has none (no nvcc at configure time)"));

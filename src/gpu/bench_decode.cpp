@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <nlohmann/json.hpp>
 
@@ -53,17 +54,23 @@ Status make_batch(const KvSpec& kv, int batch, int context, std::vector<SeqWork>
   return Status::ok();
 }
 
-}  // namespace
-
-size_t kv_bytes_for(const ModelConfig& cfg, int block_size, int batch, int context) {
+// KV budget (bytes) under make_kv_spec's proportional split (group g gets
+// budget / n_layers * |g|) such that every group has `blocks(g)` blocks.
+size_t kv_budget_for(const ModelConfig& cfg, int block_size, const std::function<int64_t(const KvGroupSpec&)>& blocks) {
   KvSpec kv = make_kv_spec(cfg, block_size, 1, 2);
   size_t budget = 0;
   for (const auto& g : kv.groups) {
-    // make_kv_spec gives group g the share budget / n_layers * |g| of the budget.
-    const size_t bytes = size_t(group_blocks(g, block_size, batch, context)) * g.bytes_per_block;
+    const size_t bytes = size_t(blocks(g)) * g.bytes_per_block;
     budget = std::max(budget, (bytes + bytes / 64 + 1) / g.layers.size() * cfg.n_layers + cfg.n_layers * g.bytes_per_block);
   }
   return budget;
+}
+
+}  // namespace
+
+size_t kv_bytes_for(const ModelConfig& cfg, int block_size, int batch, int context) {
+  return kv_budget_for(cfg, block_size,
+                       [&](const KvGroupSpec& g) { return group_blocks(g, block_size, batch, context); });
 }
 
 Result<BenchDecodeResult> bench_decode(LayeredBackend& backend, const BenchDecodeOptions& opt) {
@@ -193,13 +200,7 @@ std::string bench_decode_table(const BenchDecodeResult& r) {
 }
 
 size_t prefill_kv_bytes_for(const ModelConfig& cfg, int block_size, int tokens) {
-  KvSpec kv = make_kv_spec(cfg, block_size, 1, 2);
-  size_t budget = 0;
-  for (const auto& g : kv.groups) {
-    const size_t bytes = size_t(ceil_div(tokens, block_size)) * g.bytes_per_block;
-    budget = std::max(budget, (bytes + bytes / 64 + 1) / g.layers.size() * cfg.n_layers + cfg.n_layers * g.bytes_per_block);
-  }
-  return budget;
+  return kv_budget_for(cfg, block_size, [&](const KvGroupSpec&) { return ceil_div(tokens, block_size); });
 }
 
 Result<BenchPrefillResult> bench_prefill(LayeredBackend& backend, const BenchPrefillOptions& opt) {
