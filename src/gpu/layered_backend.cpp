@@ -264,7 +264,7 @@ Status LayeredBackend::alloc_runtime() {
     MS_RETURN_IF_ERROR(topk_w_.alloc(Tm * K));
     MS_RETURN_IF_ERROR(moe_act_.alloc(Tm * K * I));
     MS_RETURN_IF_ERROR(moe_y_.alloc(Tm * K * H));
-    MS_RETURN_IF_ERROR(plan_buf_.alloc(1 + 3 * E + Tm * K));
+    MS_RETURN_IF_ERROR(plan_buf_.alloc(moe_plan_ints(E, Tm * K)));
     if (opt_.moe_prefill_gemm) {
       MS_RETURN_IF_ERROR(moe_xg_.alloc(Tm * K * H));
       MS_RETURN_IF_ERROR(moe_gu_.alloc(Tm * K * 2 * I));
@@ -449,13 +449,7 @@ Status LayeredBackend::ffn(int li, int T, float* out, MoeSum* deferred, cudaStre
   }
   const int E = cfg_.n_experts, K = cfg_.top_k, I = cfg_.moe_ffn;
   int32_t* topk_ids = topk_ids_.get() + size_t(li) * opt_.max_step_tokens * K;
-  MoePlan plan;
-  int32_t* pb = plan_buf_.get();
-  plan.n_active = pb;
-  plan.active = pb + 1;
-  plan.offset = pb + 1 + E;
-  plan.count = pb + 1 + 2 * E;
-  plan.members = pb + 1 + 3 * E;
+  MoePlan plan = moe_plan_view(plan_buf_.get(), E);
   plan.stat_active = stat_active_.get() + li;
   if (T <= kMoeRoutePlanMaxT && H % 8 == 0) {  // decode: router GEMV, route and plan in one launch
     MS_RETURN_IF_ERROR(launch_moe_router_route_plan(hf_.get(), l.router.get(), T, E, H, K, cfg_.router,

@@ -440,13 +440,8 @@ TEST(GpuOps, MoeRouteMatchesRef) {
     DeviceBuffer<float> w2;
     ASSERT_OK(ids2.alloc(size_t(Td) * c.K));
     ASSERT_OK(w2.alloc(size_t(Td) * c.K));
-    ASSERT_OK(pbuf.alloc(1 + 3 * size_t(c.E) + size_t(Td) * c.K));
-    MoePlan plan;
-    plan.n_active = pbuf.get();
-    plan.active = pbuf.get() + 1;
-    plan.offset = pbuf.get() + 1 + c.E;
-    plan.count = pbuf.get() + 1 + 2 * c.E;
-    plan.members = pbuf.get() + 1 + 3 * c.E;
+    ASSERT_OK(pbuf.alloc(moe_plan_ints(c.E, Td * c.K)));
+    const MoePlan plan = moe_plan_view(pbuf.get(), c.E);
     ASSERT_OK(launch_moe_route_plan(dl.get(), Td, c.E, c.K, c.fn, c.over_topk, c.norm, ids2.get(), w2.get(), plan,
                                     nullptr));
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -484,16 +479,8 @@ TEST(GpuOps, MoeRouteMatchesRef) {
       for (auto* b : {&lg1, &lg2}) ASSERT_OK(b->alloc(size_t(Tr) * c.E));
       for (auto* b : {&w3, &w4}) ASSERT_OK(b->alloc(size_t(Tr) * c.K));
       for (auto* b : {&ids3, &ids4}) ASSERT_OK(b->alloc(size_t(Tr) * c.K));
-      for (auto* b : {&pb3, &pb4}) ASSERT_OK(b->alloc(1 + 3 * size_t(c.E) + size_t(Tr) * c.K));
-      auto plan_of = [&](DeviceBuffer<int32_t>& b) {
-        MoePlan p;
-        p.n_active = b.get();
-        p.active = b.get() + 1;
-        p.offset = b.get() + 1 + c.E;
-        p.count = b.get() + 1 + 2 * c.E;
-        p.members = b.get() + 1 + 3 * c.E;
-        return p;
-      };
+      for (auto* b : {&pb3, &pb4}) ASSERT_OK(b->alloc(moe_plan_ints(c.E, Tr * c.K)));
+      auto plan_of = [&](DeviceBuffer<int32_t>& b) { return moe_plan_view(b.get(), c.E); };
       ASSERT_OK(launch_gemv_f32x(dx.get(), drw.get(), lg1.get(), Tr, c.E, H, nullptr));
       ASSERT_OK(launch_moe_route_plan(lg1.get(), Tr, c.E, c.K, c.fn, c.over_topk, c.norm, ids3.get(), w3.get(),
                                       plan_of(pb3), nullptr));
@@ -617,13 +604,8 @@ TEST(GpuOps, MoeExpertsMatchRef) {
       auto dids = dev(ids);
       auto dw = dev(wts), dsh = dev(shared);
       DeviceBuffer<int32_t> plan_buf;
-      ASSERT_OK(plan_buf.alloc(1 + 3 * E + T * K));
-      MoePlan plan;
-      plan.n_active = plan_buf.get();
-      plan.active = plan_buf.get() + 1;
-      plan.offset = plan_buf.get() + 1 + E;
-      plan.count = plan_buf.get() + 1 + 2 * E;
-      plan.members = plan_buf.get() + 1 + 3 * E;
+      ASSERT_OK(plan_buf.alloc(moe_plan_ints(E, T * K)));
+      const MoePlan plan = moe_plan_view(plan_buf.get(), E);
       DeviceBuffer<uint16_t> act;
       DeviceBuffer<float> ybuf, out;
       ASSERT_OK(act.alloc(size_t(T) * K * I));
@@ -663,13 +645,8 @@ TEST(GpuOps, MoeGatherScatterRows) {
     auto dids = dev(ids);
     auto dw = dev(wts), dyd = dev(yd);
     DeviceBuffer<int32_t> pb;
-    ASSERT_OK(pb.alloc(1 + 3 * E + n_sel));
-    MoePlan plan;
-    plan.n_active = pb.get();
-    plan.active = pb.get() + 1;
-    plan.offset = pb.get() + 1 + E;
-    plan.count = pb.get() + 1 + 2 * E;
-    plan.members = pb.get() + 1 + 3 * E;
+    ASSERT_OK(pb.alloc(moe_plan_ints(E, n_sel)));
+    const MoePlan plan = moe_plan_view(pb.get(), E);
     DeviceBuffer<uint16_t> xg;
     DeviceBuffer<float> ybuf;
     ASSERT_OK(xg.alloc(size_t(n_sel) * H));

@@ -37,6 +37,19 @@ struct MoePlan {
   int32_t* stat_active = nullptr; // optional: n_active is also written here (benchmark byte counts)
 };
 
+// A plan laid out in one int32 buffer of moe_plan_ints(E, n_sel) elements:
+// n_active, active (E), offset (E), count (E), members (n_sel = T * K).
+inline size_t moe_plan_ints(int E, int64_t n_sel) { return 1 + 3 * size_t(E) + size_t(n_sel); }
+inline MoePlan moe_plan_view(int32_t* buf, int E) {
+  MoePlan p;
+  p.n_active = buf;
+  p.active = buf + 1;
+  p.offset = buf + 1 + E;
+  p.count = buf + 1 + 2 * E;
+  p.members = buf + 1 + 3 * E;
+  return p;
+}
+
 // E <= 4096.
 Status launch_moe_plan(const int32_t* ids, int T, int K, int E, const MoePlan& plan, cudaStream_t stream);
 
