@@ -4,8 +4,9 @@
 #      references, whole model vs HF goldens / bf16-emulating CPU reference,
 #      demo model vs HF), then the NMC bench with a per-op profile;
 #   2. builds megaserve and runs `bench decode` on the full NMC shape over
-#      batch 1,2,4,8 x context 1K,8K,32K and batch 1 at 128K, and `bench
-#      prefill` (512 / 2K / 8K prompt tokens) with both MoE prefill paths;
+#      batch 1,2,4,8 x context 1K,8K,32K and batch 1 at 128K (DC_DECODE_GRID=0
+#      skips it), and `bench prefill` (512 .. 32K prompt tokens) on the
+#      default path with a per-op profile, then the other prefill paths;
 #   3. serves the demo model on the GPU (--backend layered): a tool call, a
 #      streamed chat, and `bench serve` against it.
 # Usage on the device machine, from the repo root: OUT=/dir tools/device_check.sh
@@ -21,13 +22,24 @@ grep -A25 "batch context" "$OUT/gpu_check.log" | head -40
 
 ninja -C build-gpu -j16 megaserve > "$OUT/build_megaserve.log" 2>&1 || { tail -30 "$OUT/build_megaserve.log"; exit 1; }
 M=build-gpu/megaserve
-$M bench decode --random nmc-full --batch 1,2,4,8 --context 1K,8K,32K --json "$OUT/bench_grid.json" 2>&1 | tail -15
-$M bench decode --random nmc-full --batch 1 --context 128K --json "$OUT/bench_128k.json" 2>&1 | tail -4
-# Prefill (time to first token of one prompt): the CUDA-core grouped expert kernels, then the expert GEMMs.
-# (each bounded: the CUDA-core path needs ~11 s per 8K prompt)
-timeout 150 $M bench prefill --random nmc-full --tokens 512,2K,8K --iters 2 --json "$OUT/bench_prefill_kernel.json" 2>&1 | tail -5
-MEGASERVE_MOE_PREFILL=gemm timeout 150 $M bench prefill --random nmc-full --tokens 512,2K,8K,32K \
-  --json "$OUT/bench_prefill_gemm.json" 2>&1 | tail -6
+if [ "${DC_DECODE_GRID:-1}" = 1 ]; then
+  $M bench decode --random nmc-full --batch 1,2,4,8 --context 1K,8K,32K --json "$OUT/bench_grid.json" 2>&1 | tail -15
+  $M bench decode --random nmc-full --batch 1 --context 128K --json "$OUT/bench_128k.json" 2>&1 | tail -4
+fi
+# Prefill (time to first token of one prompt), each bounded. The default path (grouped tensor-core expert
+# GEMMs, tensor-core prefill attention) with a per-op profile of the first sub-step; then the per-expert
+# cuBLAS GEMMs and the CUDA-core attention for comparison. (The CUDA-core expert kernels: ~11 s per 8K
+# prompt, measured at 334883d; run with DC_PREFILL_KERNEL=1.)
+timeout 200 $M bench prefill --random nmc-full --tokens 512,2K,8K,32K --iters 3 --profile \
+  --json "$OUT/bench_prefill.json" 2>&1 | tail -60
+MEGASERVE_MOE_PREFILL=gemm timeout 100 $M bench prefill --random nmc-full --tokens 512,2K,8K --iters 2 \
+  --json "$OUT/bench_prefill_gemm.json" 2>&1 | tail -5
+MEGASERVE_ATTN_PREFILL=simt timeout 100 $M bench prefill --random nmc-full --tokens 2K,8K --iters 2 \
+  --json "$OUT/bench_prefill_attn_simt.json" 2>&1 | tail -4
+if [ "${DC_PREFILL_KERNEL:-0}" = 1 ]; then
+  MEGASERVE_MOE_PREFILL=kernel timeout 150 $M bench prefill --random nmc-full --tokens 512,2K,8K --iters 2 \
+    --json "$OUT/bench_prefill_kernel.json" 2>&1 | tail -5
+fi
 
 $M serve --model models/north-mini-demo --backend layered --port 8011 > "$OUT/serve.log" 2>&1 &
 srv=$!

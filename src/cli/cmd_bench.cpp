@@ -152,7 +152,8 @@ int bench_prefill_cmd(const std::vector<std::string>& args) {
   f.add("tokens", "prompt lengths, comma-separated (K = 1024)", "512,2K,8K")
       .add("iters", "timed prefills per length (median reported)", "5")
       .add("warmup", "untimed prefills per length", "1")
-      .add("max-step-tokens", "tokens per forward sub-step (a longer prompt runs as consecutive chunks)", "2048");
+      .add("max-step-tokens", "tokens per forward sub-step (a longer prompt runs as consecutive chunks)", "2048")
+      .add("profile", "also time every op of each length's first sub-step (per-op table)", "", true);
   if (int rc = parse_bench_flags(f, args, "bench prefill"); rc >= 0) return rc;
   auto tokens = parse_int_list("tokens", f.str("tokens"));
   if (!tokens.is_ok()) return fail(tokens.status());
@@ -184,6 +185,7 @@ int bench_prefill_cmd(const std::vector<std::string>& args) {
   bo.iters = static_cast<int>(*iters);
   bo.warmup = static_cast<int>(*warmup);
   bo.seed = static_cast<uint64_t>(*seed);
+  bo.profile = f.boolean("profile");
   auto r = gpu::bench_prefill(**backend, bo);
   if (!r.is_ok()) return fail(r.status());
   std::printf("%s", gpu::bench_prefill_table(*r).c_str());

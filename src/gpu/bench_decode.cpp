@@ -210,6 +210,7 @@ Result<BenchPrefillResult> bench_prefill(LayeredBackend& backend, const BenchPre
   MS_ASSIGN_OR_RETURN(DeviceInfo info, device_info());
   res.device = info.name;
   res.max_step_tokens = backend.options().max_step_tokens;
+  if (cfg.is_moe()) res.moe_prefill = moe_prefill_name(backend.options().moe_prefill);
   // Matmul FLOPs of a prefill: 2 per active parameter per token, the LM head once (last token only).
   const double head = double(cfg.vocab_size) * cfg.hidden;
   const double per_token = 2.0 * (double(cfg.active_param_count()) - head);
@@ -252,8 +253,14 @@ Result<BenchPrefillResult> bench_prefill(LayeredBackend& backend, const BenchPre
     row.ms = times[times.size() / 2];
     row.tok_per_s = n / (row.ms * 1e-3);
     row.tflops = (per_token * n + 2.0 * head) / (row.ms * 1e-3) / 1e12;
-    res.rows.push_back(row);
     std::fprintf(stderr, "bench prefill: %d tokens: %.2f ms\n", n, row.ms);
+    if (opt.profile) {
+      SeqWork first = w;
+      row.profile_tokens = std::min(n, res.max_step_tokens);
+      first.tokens.resize(row.profile_tokens);
+      MS_RETURN_IF_ERROR(backend.profile_step({first}, &row.profile));
+    }
+    res.rows.push_back(row);
   }
   return res;
 }
@@ -262,18 +269,27 @@ std::string bench_prefill_json(const BenchPrefillResult& r) {
   nlohmann::json j;
   j["device"] = r.device;
   j["max_step_tokens"] = r.max_step_tokens;
+  if (!r.moe_prefill.empty()) j["moe_prefill"] = r.moe_prefill;
   j["rows"] = nlohmann::json::array();
-  for (const auto& x : r.rows)
-    j["rows"].push_back(
-        {{"tokens", x.tokens}, {"ms", x.ms}, {"tok_per_s", x.tok_per_s}, {"tflops", x.tflops}, {"skipped", x.skipped}});
+  for (const auto& x : r.rows) {
+    nlohmann::json row = {
+        {"tokens", x.tokens}, {"ms", x.ms}, {"tok_per_s", x.tok_per_s}, {"tflops", x.tflops}, {"skipped", x.skipped}};
+    if (!x.profile.empty()) {
+      row["profile_tokens"] = x.profile_tokens;
+      nlohmann::json ops = nlohmann::json::array();
+      for (const auto& [op, us] : x.profile) ops.push_back({{"op", op}, {"us", us}});
+      row["profile_us"] = ops;
+    }
+    j["rows"].push_back(row);
+  }
   return j.dump(2);
 }
 
 std::string bench_prefill_table(const BenchPrefillResult& r) {
   char line[256];
   std::string s;
-  std::snprintf(line, sizeof line, "%s: prefill of one sequence, sub-steps of %d tokens\n", r.device.c_str(),
-                r.max_step_tokens);
+  std::snprintf(line, sizeof line, "%s: prefill of one sequence, sub-steps of %d tokens%s%s\n", r.device.c_str(),
+                r.max_step_tokens, r.moe_prefill.empty() ? "" : ", MoE experts: ", r.moe_prefill.c_str());
   s += line;
   s += " tokens        ms      tok/s  TFLOP/s\n";
   for (const auto& x : r.rows) {
@@ -282,6 +298,18 @@ std::string bench_prefill_table(const BenchPrefillResult& r) {
     else
       std::snprintf(line, sizeof line, "%7d %9.2f %10.0f %8.1f\n", x.tokens, x.ms, x.tok_per_s, x.tflops);
     s += line;
+  }
+  for (const auto& x : r.rows) {
+    if (x.profile.empty()) continue;
+    double total = 0;
+    for (const auto& [op, us] : x.profile) total += us;
+    std::snprintf(line, sizeof line, "profile: first sub-step of the %d-token prefill (%d tokens, %.1f us total)\n",
+                  x.tokens, x.profile_tokens, total);
+    s += line;
+    for (const auto& [op, us] : x.profile) {
+      std::snprintf(line, sizeof line, "  %-20s %10.1f us %6.1f%%\n", op.c_str(), us, total > 0 ? 100.0 * us / total : 0.0);
+      s += line;
+    }
   }
   return s;
 }

@@ -61,6 +61,9 @@ struct BenchPrefillOptions {
   int warmup = 1;
   int iters = 5;
   uint64_t seed = 1;
+  // Also time every op of the first sub-step of each length once
+  // (LayeredBackend::profile_step), into BenchPrefillRow::profile.
+  bool profile = false;
 };
 
 struct BenchPrefillRow {
@@ -69,11 +72,14 @@ struct BenchPrefillRow {
   double tok_per_s = 0;
   double tflops = 0;    // 2 x active parameters per token (attention score FLOPs not counted) / time
   std::string skipped;
+  int profile_tokens = 0;                                 // tokens of the profiled sub-step
+  std::vector<std::pair<std::string, double>> profile;    // microseconds per op name, summed over layers
 };
 
 struct BenchPrefillResult {
   std::string device;
   int max_step_tokens = 0;
+  std::string moe_prefill;  // the MoE prefill path (moe_prefill_name), empty for dense models
   std::vector<BenchPrefillRow> rows;
 };
 

@@ -103,9 +103,10 @@ Status LayeredBackend::init_common(const ModelConfig& cfg, const LayeredBackendO
     opt_.concurrent_branches = false;
   if (const char* e = std::getenv("MEGASERVE_MOE_PREFILL")) {
     const std::string v = e;
-    if (v == "gemm") opt_.moe_prefill_gemm = true;
-    else if (v == "kernel") opt_.moe_prefill_gemm = false;
-    else return invalid_argument("MEGASERVE_MOE_PREFILL: expected gemm or kernel, got '" + v + "'");
+    if (v == "grouped") opt_.moe_prefill = MoePrefillPath::kGrouped;
+    else if (v == "gemm") opt_.moe_prefill = MoePrefillPath::kGemm;
+    else if (v == "kernel") opt_.moe_prefill = MoePrefillPath::kKernel;
+    else return invalid_argument("MEGASERVE_MOE_PREFILL: expected grouped, gemm or kernel, got '" + v + "'");
   }
   if (cfg_.parallel_block && opt_.concurrent_branches) {
     MS_CUDA_RETURN(cudaStreamCreateWithFlags(&aux_stream_, cudaStreamNonBlocking));
@@ -265,7 +266,7 @@ Status LayeredBackend::alloc_runtime() {
     MS_RETURN_IF_ERROR(moe_act_.alloc(Tm * K * I));
     MS_RETURN_IF_ERROR(moe_y_.alloc(Tm * K * H));
     MS_RETURN_IF_ERROR(plan_buf_.alloc(moe_plan_ints(E, Tm * K)));
-    if (opt_.moe_prefill_gemm) {
+    if (opt_.moe_prefill == MoePrefillPath::kGemm) {
       MS_RETURN_IF_ERROR(moe_xg_.alloc(Tm * K * H));
       MS_RETURN_IF_ERROR(moe_gu_.alloc(Tm * K * 2 * I));
       MS_RETURN_IF_ERROR(moe_yd_.alloc(Tm * K * H));
@@ -386,8 +387,7 @@ Status LayeredBackend::stage_metadata(const std::vector<SeqWork>& batch, const s
   *s = StepShape{};
   s->decode = decode;
   s->n_seq = static_cast<int>(pieces.size());
-  const int group = cfg_.n_heads / cfg_.n_kv_heads;
-  s->rows_per_tile = decode ? 1 : std::max(1, std::min(8, 16 / group));
+  s->rows_per_tile = decode ? 1 : attention_prefill_rows_per_tile(cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim);
   int width = 8;
   for (const Piece& p : pieces) width = std::max(width, ceil_div(int64_t(p.start_pos) + p.n_tokens, bs));
   if (width > max_blocks_)
@@ -468,7 +468,15 @@ Status LayeredBackend::ffn(int li, int T, float* out, MoeSum* deferred, cudaStre
     }
   }
   MS_RETURN_IF_ERROR(mark("moe_route_plan"));
-  if (opt_.moe_prefill_gemm && T > kMoeRowKernelMaxT) {
+  if (opt_.moe_prefill == MoePrefillPath::kGrouped && T > kMoeRowKernelMaxT) {
+    // Gathered order: act rows [offset[u], offset[u] + count[u]) belong to expert u.
+    MS_RETURN_IF_ERROR(launch_moe_grouped_gate_up(h_.get(), l.experts_gate_up.get(), H, I, T, K, E, plan,
+                                                  moe_act_.get(), st));
+    MS_RETURN_IF_ERROR(mark("moe_gate_up"));
+    MS_RETURN_IF_ERROR(launch_moe_grouped_down(moe_act_.get(), l.experts_down.get(), topk_w_.get(), H, I, T, K, E,
+                                               plan, moe_y_.get(), st));
+    MS_RETURN_IF_ERROR(mark("moe_down"));
+  } else if (opt_.moe_prefill == MoePrefillPath::kGemm && T > kMoeRowKernelMaxT) {
     MS_RETURN_IF_ERROR(run_moe_prefill_gemm(l, T, plan, st, blas));
   } else {
     const int max_active = std::min(E, T * K);
@@ -493,7 +501,7 @@ Status LayeredBackend::ffn(int li, int T, float* out, MoeSum* deferred, cudaStre
   return mark("moe_combine");
 }
 
-// Prefill experts as GEMMs (opt_.moe_prefill_gemm): the plan's per-expert
+// Prefill experts as GEMMs (MoePrefillPath::kGemm): the plan's per-expert
 // counts come to the host (this stream only waits for the router and plan of
 // this layer), the members' rows are gathered so that expert u owns rows
 // [offset[u], offset[u] + count[u]), and every routed expert runs its gate/up
@@ -570,7 +578,7 @@ Status LayeredBackend::forward(const StepShape& s) {
     // With the prefill expert GEMMs the FFN branch blocks the host on its plan,
     // so the attention branch is enqueued first (in a decode graph the order
     // of the two branches does not matter).
-    const bool ffn_last = fork && opt_.moe_prefill_gemm && T > kMoeRowKernelMaxT;
+    const bool ffn_last = fork && opt_.moe_prefill == MoePrefillPath::kGemm && T > kMoeRowKernelMaxT;
     auto launch_ffn_branch = [&]() -> Status {
       pend_moe = MoeSum{};
       MS_RETURN_IF_ERROR(ffn(li, T, mlp_out_.get(), &pend_moe, aux_stream_, cublas_aux_));
@@ -671,7 +679,7 @@ Status LayeredBackend::forward(const StepShape& s) {
 
 Status LayeredBackend::mark(const char* op) {
   if (!prof_) return Status::ok();
-  if (prof_->size() >= prof_pool_.size()) return internal_error("profile_decode: more ops than events");
+  if (prof_->size() >= prof_pool_.size()) return internal_error("profile_step: more ops than events");
   cudaEvent_t ev = prof_pool_[prof_->size()];
   prof_->push_back({op, ev});
   // External: a timed event-record node in the captured graph (a plain
@@ -680,14 +688,24 @@ Status LayeredBackend::mark(const char* op) {
   return Status::ok();
 }
 
-Status LayeredBackend::profile_decode(const std::vector<SeqWork>& batch,
-                                      std::vector<std::pair<std::string, double>>* us_by_op) {
+Status LayeredBackend::profile_step(const std::vector<SeqWork>& batch,
+                                    std::vector<std::pair<std::string, double>>* us_by_op) {
   MS_RETURN_IF_ERROR(validate_batch(kv_, cfg_, batch));
-  if (!is_decode_batch(batch)) return invalid_argument("profile_decode: every sequence needs one token, batch <= 8");
+  const bool decode = is_decode_batch(batch);
   std::vector<Piece> pieces;
-  for (size_t i = 0; i < batch.size(); ++i) pieces.push_back({static_cast<int>(i), batch[i].start_pos, 0, 1, true});
+  int total = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const int n = static_cast<int>(batch[i].tokens.size());
+    pieces.push_back({static_cast<int>(i), batch[i].start_pos, 0, n, true});
+    total += n;
+  }
+  if (total > opt_.max_step_tokens)
+    return invalid_argument("profile_step: " + std::to_string(total) + " tokens do not fit one sub-step of " +
+                            std::to_string(opt_.max_step_tokens));
+  if (!decode && cfg_.is_moe() && opt_.moe_prefill == MoePrefillPath::kGemm && total > kMoeRowKernelMaxT)
+    return invalid_argument("profile_step: the gemm MoE prefill path waits on the host and cannot be captured");
   StepShape s;
-  MS_RETURN_IF_ERROR(stage_metadata(batch, pieces, true, &s));
+  MS_RETURN_IF_ERROR(stage_metadata(batch, pieces, decode, &s));
   std::vector<ProfMark> marks;
   cudaGraphExec_t exec = nullptr;
   auto cleanup = [&]() {
@@ -731,7 +749,7 @@ Status LayeredBackend::profile_decode(const std::vector<SeqWork>& batch,
     it->second += 1000.0 * ms;
   }
   cleanup();
-  if (!st.is_ok()) return st.with_context("profile_decode");
+  if (!st.is_ok()) return st.with_context("profile_step");
   MS_CUDA_RETURN(e);
   return Status::ok();
 }

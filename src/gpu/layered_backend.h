@@ -33,6 +33,12 @@ namespace ms::gpu {
 
 struct MoePlan;  // gpu/ops/moe.h
 
+enum class MoePrefillPath { kGrouped, kGemm, kKernel };
+// "grouped", "gemm", "kernel": the MEGASERVE_MOE_PREFILL values.
+inline const char* moe_prefill_name(MoePrefillPath p) {
+  return p == MoePrefillPath::kGrouped ? "grouped" : p == MoePrefillPath::kGemm ? "gemm" : "kernel";
+}
+
 struct LayeredBackendOptions {
   int block_size = 64;
   // KV cache budget in bytes (bf16 K and V, all layers); 0: 90% of the device
@@ -48,15 +54,15 @@ struct LayeredBackendOptions {
   // captured graph, become two concurrent chains per layer). The environment
   // variable MEGASERVE_CONCURRENT_BRANCHES=0 turns it off (A/B benchmarks).
   bool concurrent_branches = true;
-  // Prefill sub-steps (more than 8 tokens) of MoE layers: the routed experts
-  // as GEMMs (members gathered per expert, one cuBLAS GEMM per expert and
-  // projection, tensor cores) instead of the CUDA-core grouped kernels (about
-  // 7 TFLOP/s on NMC, measured: 1.1K prompt tok/s on the H200). Needs the
-  // plan's per-expert counts on the host: one stream sync per MoE layer per
-  // prefill sub-step. Written 2026-11-29 after the last GPU run of that
-  // session: NOT yet run on a GPU, hence off by default;
-  // MEGASERVE_MOE_PREFILL=gemm turns it on (tests: LayeredVsBf16Ref.Prefill*).
-  bool moe_prefill_gemm = false;
+  // Prefill sub-steps (more than 8 tokens) of MoE layers: how the routed
+  // experts run (MEGASERVE_MOE_PREFILL=grouped|gemm|kernel overrides).
+  //   kGrouped: grouped tensor-core GEMMs over all routed experts, one launch
+  //     per projection, reading the plan on the device (moe_mma.cu);
+  //   kGemm: the plan's counts to the host (a stream sync per MoE layer), the
+  //     members gathered per expert, one cuBLAS GEMM per expert and projection;
+  //   kKernel: the CUDA-core grouped expert kernels (weights read once per 8
+  //     members; ~7 TFLOP/s on NMC).
+  MoePrefillPath moe_prefill = MoePrefillPath::kGrouped;
 };
 
 class LayeredBackend final : public Backend {
@@ -97,11 +103,13 @@ class LayeredBackend final : public Backend {
   // `layer` in the last sub-step (rows in batch order, then position order;
   // a decode step is one sub-step); empty for dense layers.
   Status last_routing(int layer, std::vector<int32_t>* ids);
-  // Debug / perf: one decode step captured with a timed event after every op
+  // Debug / perf: one step (a decode step, or a prefill of at most
+  // max_step_tokens tokens in one sub-step; not with MoePrefillPath::kGemm,
+  // which waits on the host) captured with a timed event after every op
   // (event-record graph nodes) and replayed twice; returns microseconds per
   // op name summed over layers, in first-seen order (the gaps between
   // kernels are charged to the op that follows them).
-  Status profile_decode(const std::vector<SeqWork>& batch, std::vector<std::pair<std::string, double>>* us_by_op);
+  Status profile_step(const std::vector<SeqWork>& batch, std::vector<std::pair<std::string, double>>* us_by_op);
   size_t weight_bytes() const { return weight_bytes_; }
   const LayeredBackendOptions& options() const { return opt_; }
   size_t kv_bytes() const { return kv_pool_.bytes(); }
@@ -183,7 +191,7 @@ class LayeredBackend final : public Backend {
   cudaStream_t aux_stream_ = nullptr;
   cublasHandle_t cublas_aux_ = nullptr;
   cudaEvent_t fork_ev_ = nullptr, join_ev_ = nullptr;
-  // moe_prefill_gemm: gathered expert rows (Tm K, H) bf16, their gate/up
+  // MoePrefillPath::kGemm: gathered expert rows (Tm K, H) bf16, their gate/up
   // (Tm K, 2I) fp32 and down outputs (Tm K, H) fp32, the plan on the host.
   DeviceBuffer<uint16_t> moe_xg_;
   DeviceBuffer<float> moe_gu_, moe_yd_;
@@ -230,7 +238,7 @@ class LayeredBackend final : public Backend {
   cudaEvent_t meta_copied_ = nullptr;  // the last metadata copy has read meta_host_
   DeviceBuffer<int32_t> meta_dev_;
 
-  // profile_decode: when set, forward() records a timed event after each op.
+  // profile_step: when set, forward() records a timed event after each op.
   struct ProfMark {
     const char* op;
     cudaEvent_t ev;

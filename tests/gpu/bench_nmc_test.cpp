@@ -65,7 +65,7 @@ TEST(BenchNmc, Full) {
   for (auto& t : w.block_tables)
     for (int i = 0; i < n_blocks; ++i) t.push_back(i);
   std::vector<std::pair<std::string, double>> prof;
-  Status ps = (*b)->profile_decode({w}, &prof);
+  Status ps = (*b)->profile_step({w}, &prof);
   EXPECT_TRUE(ps.is_ok()) << ps.to_string();
   double total = 0;
   for (const auto& [op, us] : prof) total += us;

@@ -417,16 +417,17 @@ TEST_P(LayeredVsBf16Ref, PrefillMatchesEmulatedRefAndRouting) {
   auto ref = RefBackend::create(cfg, (*model)->weights, ro);
   ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
   if (std::getenv("MEGASERVE_MOE_PREFILL")) GTEST_SKIP() << "MEGASERVE_MOE_PREFILL overrides the path under test";
-  // MoE families twice: the grouped expert kernels and the expert GEMMs (moe_prefill_gemm; the fixtures'
-  // 8 experts get ~13 members each from the ~50-token prompt: cuBLAS GEMMs, and GEMVs for the smaller ones).
-  for (bool gemm : {false, true}) {
-    if (gemm && !cfg.is_moe()) continue;
-    SCOPED_TRACE(gemm ? "moe_prefill_gemm" : "expert kernels");
+  // MoE families on every prefill expert path: the grouped tensor-core GEMMs, the per-expert cuBLAS GEMMs
+  // (the fixtures' 8 experts get ~13 members each from the ~50-token prompt: cuBLAS GEMMs, and GEMVs for the
+  // smaller ones) and the CUDA-core expert kernels.
+  for (MoePrefillPath path : {MoePrefillPath::kGrouped, MoePrefillPath::kGemm, MoePrefillPath::kKernel}) {
+    if (path != MoePrefillPath::kGrouped && !cfg.is_moe()) continue;
+    SCOPED_TRACE(moe_prefill_name(path));
     LayeredBackendOptions opt;
     opt.block_size = 8;
     opt.kv_bytes = 4 << 20;
     opt.max_context = 4096;
-    opt.moe_prefill_gemm = gemm;
+    opt.moe_prefill = path;
     auto gpu = LayeredBackend::create(cfg, (*model)->weights, opt);
     ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
     SeqWork w;
@@ -453,7 +454,7 @@ TEST_P(LayeredVsBf16Ref, PrefillMatchesEmulatedRefAndRouting) {
     }
     std::printf("%s prefill of %zu tokens (%s): last-row rel err %.2e vs bf16-emulated ref, %d of %d expert ids "
                 "differ\n",
-                GetParam().c_str(), w.tokens.size(), gemm ? "expert GEMMs" : "expert kernels", e, d, n);
+                GetParam().c_str(), w.tokens.size(), moe_prefill_name(path), e, d, n);
   }
 }
 
@@ -481,12 +482,12 @@ TEST_P(LayeredBranches, ConcurrentBranchesBitIdenticalToOneStream) {
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   const ModelConfig& cfg = (*model)->config;
   ASSERT_TRUE(cfg.parallel_block);
-  // Both prefill expert paths: with the expert GEMMs the FFN branch is enqueued after the attention branch
+  // Every prefill expert path: with the per-expert GEMMs the FFN branch is enqueued after the attention branch
   // (the host waits for its plan), on its own stream and cuBLAS handle.
-  for (bool gemm : {false, true}) {
-    SCOPED_TRACE(gemm ? "moe_prefill_gemm" : "expert kernels");
+  for (MoePrefillPath path : {MoePrefillPath::kGrouped, MoePrefillPath::kGemm, MoePrefillPath::kKernel}) {
+    SCOPED_TRACE(moe_prefill_name(path));
     LayeredBackendOptions opt;
-    opt.moe_prefill_gemm = gemm;
+    opt.moe_prefill = path;
     opt.block_size = 4;
     opt.kv_bytes = 8 << 20;
     opt.max_context = 4096;
@@ -529,15 +530,17 @@ TEST_P(LayeredBranches, ConcurrentBranchesBitIdenticalToOneStream) {
 
 INSTANTIATE_TEST_SUITE_P(ParallelFamilies, LayeredBranches, ::testing::Values("cohere2_moe", "cohere2_moe_shared"));
 
-// The prefill expert GEMMs against the grouped expert kernels on ragged prefill batches whose token counts
-// (9, 12, 41 rows; top-2 of 8 experts in the fixtures) give experts 1, 2, 3, ... and > 8 members: every
-// launch_linear row bound (1-row, 2-, 4-, 8-row GEMV kernels, cuBLAS GEMM) runs. Same rounding points, so
-// only fp32 summation order differs: logits of every sequence within kGemmVsKernelTol, identical routing.
+// The tensor-core prefill expert paths (grouped GEMMs, per-expert cuBLAS GEMMs) against the CUDA-core expert
+// kernels on ragged prefill batches whose token counts (top-2 of 8 experts in the fixtures) give experts 1, 2,
+// 3, ... and > 8 members (every launch_linear row bound: 1-row, 2-, 4-, 8-row GEMV kernels, cuBLAS GEMM), and
+// > 64 and > 128 members (several 64-row tiles of one expert in the grouped GEMMs; the fixtures' I = 32 and
+// H = 64 leave half of each gate/up and down tile past N). Same rounding points, so only fp32 summation order
+// differs: logits of every sequence within kGemmVsKernelTol, identical routing.
 constexpr double kGemmVsKernelTol = 5e-3;
 
 class LayeredMoePrefill : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(LayeredMoePrefill, ExpertGemmsMatchExpertKernels) {
+TEST_P(LayeredMoePrefill, TensorCorePathsMatchExpertKernels) {
   MS_GPU_TEST_GUARD();
   if (std::getenv("MEGASERVE_MOE_PREFILL")) GTEST_SKIP() << "MEGASERVE_MOE_PREFILL overrides the paths under test";
   auto model = load_model(fixture_dir(GetParam()));
@@ -548,40 +551,45 @@ TEST_P(LayeredMoePrefill, ExpertGemmsMatchExpertKernels) {
   opt.block_size = 4;
   opt.kv_bytes = 8 << 20;
   opt.max_context = 4096;
-  opt.moe_prefill_gemm = true;
-  auto gemm = LayeredBackend::create(cfg, (*model)->weights, opt);
-  ASSERT_TRUE(gemm.is_ok()) << gemm.status().to_string();
-  opt.moe_prefill_gemm = false;
+  opt.moe_prefill = MoePrefillPath::kKernel;
   auto kern = LayeredBackend::create(cfg, (*model)->weights, opt);
   ASSERT_TRUE(kern.is_ok()) << kern.status().to_string();
-  std::mt19937 rng(82);
-  double worst = 0;
-  for (const std::vector<int>& lens : std::vector<std::vector<int>>{{4, 5}, {1, 11}, {30, 7, 3, 1}}) {
-    std::vector<SeqWork> batch(lens.size());
-    for (size_t s = 0; s < lens.size(); ++s) {
-      batch[s].seq_id = static_cast<int64_t>(s);
-      for (int t = 0; t < lens[s]; ++t) batch[s].tokens.push_back(static_cast<int32_t>(rng() % cfg.vocab_size));
-      batch[s].block_tables.assign((*gemm)->kv_spec().groups.size(), {});
-      for (auto& table : batch[s].block_tables)
-        while (static_cast<int>(table.size()) * 4 < lens[s])
-          table.push_back(static_cast<int32_t>(s * 16 + table.size()));
+  for (MoePrefillPath path : {MoePrefillPath::kGrouped, MoePrefillPath::kGemm}) {
+    SCOPED_TRACE(moe_prefill_name(path));
+    opt.moe_prefill = path;
+    auto tc = LayeredBackend::create(cfg, (*model)->weights, opt);
+    ASSERT_TRUE(tc.is_ok()) << tc.status().to_string();
+    std::mt19937 rng(82);
+    double worst = 0;
+    for (const std::vector<int>& lens :
+         std::vector<std::vector<int>>{{4, 5}, {1, 11}, {30, 7, 3, 1}, {300}, {129, 64, 65, 2}}) {
+      std::vector<SeqWork> batch(lens.size());
+      for (size_t s = 0; s < lens.size(); ++s) {
+        batch[s].seq_id = static_cast<int64_t>(s);
+        for (int t = 0; t < lens[s]; ++t) batch[s].tokens.push_back(static_cast<int32_t>(rng() % cfg.vocab_size));
+        batch[s].block_tables.assign((*tc)->kv_spec().groups.size(), {});
+        for (auto& table : batch[s].block_tables)
+          while (static_cast<int>(table.size()) * 4 < lens[s])
+            table.push_back(static_cast<int32_t>(s * 128 + table.size()));
+      }
+      StepResult rg, rk;
+      ASSERT_OK((*tc)->step(batch, &rg));
+      ASSERT_OK((*kern)->step(batch, &rk));
+      for (size_t s = 0; s < batch.size(); ++s) {
+        const double e = rel_err(rg.logits[s], rk.logits[s]);
+        worst = std::max(worst, e);
+        EXPECT_LT(e, kGemmVsKernelTol) << "tokens " << lens[s] << " (sequence " << s << " of " << lens.size() << ")";
+      }
+      for (int li = 0; li < cfg.n_layers; ++li) {
+        std::vector<int32_t> a, b;
+        ASSERT_OK((*tc)->last_routing(li, &a));
+        ASSERT_OK((*kern)->last_routing(li, &b));
+        EXPECT_EQ(a, b) << "routing, layer " << li;
+      }
     }
-    StepResult rg, rk;
-    ASSERT_OK((*gemm)->step(batch, &rg));
-    ASSERT_OK((*kern)->step(batch, &rk));
-    for (size_t s = 0; s < batch.size(); ++s) {
-      const double e = rel_err(rg.logits[s], rk.logits[s]);
-      worst = std::max(worst, e);
-      EXPECT_LT(e, kGemmVsKernelTol) << "tokens " << lens[s] << " (sequence " << s << " of " << lens.size() << ")";
-    }
-    for (int li = 0; li < cfg.n_layers; ++li) {
-      std::vector<int32_t> a, b;
-      ASSERT_OK((*gemm)->last_routing(li, &a));
-      ASSERT_OK((*kern)->last_routing(li, &b));
-      EXPECT_EQ(a, b) << "routing, layer " << li;
-    }
+    std::printf("%s: %s vs expert kernels, worst logits rel err %.2e\n", GetParam().c_str(), moe_prefill_name(path),
+                worst);
   }
-  std::printf("%s: expert GEMMs vs expert kernels, worst logits rel err %.2e\n", GetParam().c_str(), worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(MoeFamilies, LayeredMoePrefill,

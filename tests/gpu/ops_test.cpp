@@ -304,16 +304,32 @@ void run_attention_case(const AttnCase& c) {
   a.part_o = po.get();
   a.part_lse = pl.get();
   a.out = out.get();
-  // Decode rows run both decode kernels (the tensor-core one where it
-  // applies, and the CUDA-core fallback), each against the reference; the
-  // tensor-core kernel must take exactly the shapes it supports.
-  const AttnDecodeKernel saved = attention_decode_kernel();
-  const bool mma_shape = c.rows_per_tile == 1 && (c.hd == 64 || c.hd == 128) && c.nh / c.nkv <= 16;
-  for (AttnDecodeKernel k : {AttnDecodeKernel::kMma, AttnDecodeKernel::kSimt}) {
-    if (c.rows_per_tile != 1 && k == AttnDecodeKernel::kSimt) continue;  // prefill: one kernel
-    set_attention_decode_kernel(k);
-    const char* name = k == AttnDecodeKernel::kMma ? "mma" : "simt";
-    EXPECT_EQ(attention_decode_uses_mma(a), k == AttnDecodeKernel::kMma && mma_shape) << name;
+  // Both kernels of the launch's kind (decode rows: the decode kernels;
+  // prefill tiles: the prefill kernels), the tensor-core one where it applies
+  // and the CUDA-core fallback, each against the reference; the tensor-core
+  // kernel must take exactly the shapes it supports.
+  const bool decode = c.rows_per_tile == 1 && a.n_tiles == rows;
+  const int G = c.nh / c.nkv;
+  const bool mma_hd = c.hd == 64 || c.hd == 128;
+  const bool mma_shape = decode ? mma_hd && G <= 16
+                                : mma_hd && (G == 1 || G == 2 || G == 4 || G == 8 || G == 16) &&
+                                      c.rows_per_tile * G <= 64;
+  const AttnDecodeKernel saved_decode = attention_decode_kernel();
+  const AttnPrefillKernel saved_prefill = attention_prefill_kernel();
+  for (bool mma : {true, false}) {
+    if (decode) {
+      set_attention_decode_kernel(mma ? AttnDecodeKernel::kMma : AttnDecodeKernel::kSimt);
+    } else {
+      set_attention_prefill_kernel(mma ? AttnPrefillKernel::kMma : AttnPrefillKernel::kSimt);
+    }
+    const char* name = mma ? "mma" : "simt";
+    EXPECT_EQ(decode ? attention_decode_uses_mma(a) : attention_prefill_uses_mma(a), mma && mma_shape) << name;
+    EXPECT_FALSE(decode ? attention_prefill_uses_mma(a) : attention_decode_uses_mma(a)) << name;
+    if (!decode && !(mma && mma_shape) && G * c.rows_per_tile > 32) {
+      // Tiles sized for the tensor-core kernel (64 rows): the CUDA-core kernel (32 warps) refuses them.
+      EXPECT_FALSE(launch_paged_attention(a, nullptr).is_ok()) << name;
+      continue;
+    }
     // Twice, the output poisoned (bf16 NaN) before each run: every element is
     // written, and the decode kernel's split tickets are back at zero after a
     // launch (the second run would combine too early otherwise).
@@ -321,12 +337,31 @@ void run_attention_case(const AttnCase& c) {
       ASSERT_EQ(cudaMemset(out.get(), 0xff, size_t(rows) * qw * sizeof(uint16_t)), cudaSuccess);
       ASSERT_OK(launch_paged_attention(a, nullptr));
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      EXPECT_LT(rel_err(bf16_to_f32v(host(out)), want), kTolBf16)
+      const std::vector<float> got = bf16_to_f32v(host(out));
+      // The worst (row, head) too: one wrong head of one row hides in the
+      // whole-output error of a large case.
+      double worst = 0;
+      int worst_at = 0;
+      for (int rh = 0; rh < rows * c.nh; ++rh) {
+        const float* gp = got.data() + size_t(rh) * c.hd;
+        const float* wp = want.data() + size_t(rh) * c.hd;
+        const double e = rel_err(std::vector<float>(gp, gp + c.hd), std::vector<float>(wp, wp + c.hd));
+        if (!(e <= worst)) {
+          worst = e;
+          worst_at = rh;
+        }
+      }
+      EXPECT_LT(rel_err(got, want), kTolBf16)
           << "kernel=" << name << " hd=" << c.hd << " nh=" << c.nh << " nkv=" << c.nkv << " window=" << c.window
           << " splits=" << c.splits << " rpt=" << c.rows_per_tile << " run " << run;
+      EXPECT_LT(worst, 2 * kTolBf16) << "kernel=" << name << " hd=" << c.hd << " nh=" << c.nh << " nkv=" << c.nkv
+                                     << " window=" << c.window << " splits=" << c.splits
+                                     << " rpt=" << c.rows_per_tile << " run " << run << ": row "
+                                     << worst_at / c.nh << " head " << worst_at % c.nh;
     }
   }
-  set_attention_decode_kernel(saved);
+  set_attention_decode_kernel(saved_decode);
+  set_attention_prefill_kernel(saved_prefill);
 }
 
 TEST(GpuOps, PagedAttentionDecodeMatchesRef) {
@@ -392,6 +427,70 @@ TEST(GpuOps, PagedAttentionPrefillMatchesRef) {
   run_attention_case({128, 32, 4, 16, 0, 3, 2, {200, 90}, {57, 1}});   // chunk after a prefix, plus a decode row
   run_attention_case({16, 4, 2, 8, 8, 1, 8, {21}, {21}});              // sliding window 8, tile crosses it
   run_attention_case({16, 4, 2, 4, 8, 2, 8, {30, 13}, {11, 13}});
+}
+
+// The tensor-core prefill kernel (64 (token, head) rows per block, 16 per
+// warp). Every group it takes (1, 2, 4, 8, 16) with 64 / G tokens per tile,
+// hd 64 and 128; tiles with fewer rows (whole warps empty); prompts and
+// chunks whose lengths are multiples of neither 64 nor the tile; chunks after
+// a cached prefix; windows that cut inside stages, blocks and tiles (rows of
+// a split that see none of its keys: LSE -inf); 1, 2 and 3 splits, with
+// empty splits of short tiles; several sequences and single-token tiles in
+// one launch; block sizes 16 / 4 (shift) and 12 / 3 (division); more than
+// 512 block-table entries in a split (table read from global memory).
+// Tiles of 64 rows are beyond the CUDA-core kernel (run_attention_case
+// checks that it refuses them); tiles of <= 32 rows run both kernels.
+TEST(GpuOps, PagedAttentionPrefillMmaEdges) {
+  MS_GPU_TEST_GUARD();
+  // {hd, nh, nkv, bs, window, splits, rows_per_tile, seq_len, q_tokens}
+  // G = 8, the NMC shape (32 heads, 4 KV heads): a 260-token prompt, tiles of 8 (last one 4), 2 splits.
+  run_attention_case({128, 32, 4, 16, 0, 2, 8, {260}, {260}});
+  // G = 8, 2 KV heads: one split; then 3 splits over a 200-token chunk after an 800-token prefix, a whole
+  // 77-token prompt and a single-token tile (splits 1 and 2 of the short tiles are empty).
+  run_attention_case({128, 16, 2, 16, 0, 1, 8, {300}, {300}});
+  run_attention_case({128, 16, 2, 16, 0, 3, 8, {1000, 77, 5}, {200, 77, 1}});
+  // G = 1: 64 tokens per tile; block 12 (division), 2 splits; hd 128, one split.
+  run_attention_case({64, 2, 2, 12, 0, 2, 64, {500, 130}, {150, 130}});
+  run_attention_case({128, 2, 2, 16, 0, 1, 64, {200}, {200}});
+  // G = 1, window 8: a 64-token tile's keys span two stages, and warps 0-2 see none of the second (skipped).
+  run_attention_case({64, 2, 2, 16, 8, 1, 64, {300}, {300}});
+  // G = 2: window 50 inside the 32-token tiles and across split ends (early rows see nothing of split 1);
+  // hd 64, block 3, 3 splits, a chunk after a prefix and a short prompt.
+  run_attention_case({128, 4, 2, 16, 50, 2, 32, {400}, {400}});
+  run_attention_case({64, 4, 2, 3, 0, 3, 32, {333, 40}, {100, 40}});
+  // G = 4: window 8 (less than the 16-token tile: each row its own key range), block 3, 3 splits (2 empty),
+  // plus a single-token sequence; hd 128 chunk after a prefix.
+  run_attention_case({64, 8, 2, 3, 8, 3, 16, {200, 1}, {100, 1}});
+  run_attention_case({128, 8, 2, 16, 0, 2, 16, {600}, {150}});
+  // G = 16: 4 tokens per tile; hd 64 with block 12.
+  run_attention_case({128, 16, 1, 16, 0, 2, 4, {777}, {130}});
+  run_attention_case({64, 16, 1, 12, 0, 1, 4, {300}, {300}});
+  // Fewer rows per tile than 64 / G (24 and 32 rows: the last warps hold no row); both kernels.
+  run_attention_case({128, 8, 1, 16, 0, 1, 3, {100}, {100}});
+  run_attention_case({64, 16, 1, 16, 0, 2, 2, {90}, {90}});
+  // Block-table slices of more than 512 entries: block 4, 2 splits of 2560 keys; block 16, one split of 9000.
+  run_attention_case({64, 8, 1, 4, 0, 2, 8, {5000}, {40}});
+  run_attention_case({128, 8, 1, 16, 0, 1, 8, {9000}, {24}});
+  // Window 4096 after a 5000-token prefix, block 12: the window starts inside a block and a stage.
+  run_attention_case({64, 8, 1, 12, 4096, 2, 8, {5000}, {100}});
+  // Window 50 with several sequences, a short chunk and a single-token tile in one launch, 3 splits.
+  run_attention_case({128, 16, 2, 16, 50, 3, 8, {120, 60, 1}, {120, 13, 1}});
+}
+
+// The prefill tile size follows the kernel that will take the shape.
+TEST(GpuOps, AttentionPrefillRowsPerTile) {
+  const AttnPrefillKernel saved = attention_prefill_kernel();
+  set_attention_prefill_kernel(AttnPrefillKernel::kMma);
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 128), 8);  // G 8
+  EXPECT_EQ(attention_prefill_rows_per_tile(4, 4, 64), 64);   // G 1
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 2, 128), 4);  // G 16
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 1, 128), 1);  // G 32: CUDA-core, max(1, 16 / 32)
+  EXPECT_EQ(attention_prefill_rows_per_tile(12, 4, 128), 5);  // G 3: CUDA-core
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 256), 2);  // hd 256: CUDA-core
+  set_attention_prefill_kernel(AttnPrefillKernel::kSimt);
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 128), 2);
+  EXPECT_EQ(attention_prefill_rows_per_tile(4, 4, 64), 8);
+  set_attention_prefill_kernel(saved);
 }
 
 TEST(GpuOps, MoeRouteMatchesRef) {

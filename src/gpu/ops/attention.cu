@@ -505,7 +505,57 @@ Status launch_decode_mma(const AttnArgs& a, cudaStream_t stream) {
   return Status::ok();
 }
 
+std::atomic<int>& prefill_kernel_choice() {
+  static std::atomic<int> choice{[] {
+    const char* e = std::getenv("MEGASERVE_ATTN_PREFILL");
+    return static_cast<int>(e != nullptr && std::strcmp(e, "simt") == 0 ? AttnPrefillKernel::kSimt
+                                                                         : AttnPrefillKernel::kMma);
+  }()};
+  return choice;
+}
+
+// The shapes the tensor-core prefill kernel is built for (besides the kernel choice).
+bool prefill_mma_shape(int nh, int nkv, int hd) {
+  if (hd != 64 && hd != 128) return false;
+  if (nkv <= 0 || nh % nkv != 0) return false;
+  const int G = nh / nkv;
+  return G == 1 || G == 2 || G == 4 || G == 8 || G == 16;
+}
+
+template <int HD>
+Status launch_prefill_mma(const AttnArgs& a, cudaStream_t stream) {
+  const size_t smem = mma_smem_bytes(HD);
+  MS_CUDA_RETURN(cudaFuncSetAttribute(paged_attention_prefill_mma_kernel<HD>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  paged_attention_prefill_mma_kernel<HD><<<dim3(a.n_tiles * a.nkv, a.splits), kMmaThreads, smem, stream>>>(a);
+  MS_CUDA_LAUNCH_CHECK("paged_attention_prefill_mma_kernel");
+  if (a.splits > 1) {  // one split: the kernel wrote the output
+    attention_combine_kernel<<<dim3(a.rows, a.nh), HD, size_t(a.splits) * sizeof(float), stream>>>(
+        a.part_o, a.part_lse, a.nh, a.splits, HD, static_cast<bf16*>(a.out));
+    MS_CUDA_LAUNCH_CHECK("attention_combine_kernel");
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+void set_attention_prefill_kernel(AttnPrefillKernel k) { prefill_kernel_choice().store(static_cast<int>(k)); }
+
+AttnPrefillKernel attention_prefill_kernel() { return static_cast<AttnPrefillKernel>(prefill_kernel_choice().load()); }
+
+bool attention_prefill_uses_mma(const AttnArgs& a) {
+  const bool decode = a.rows_per_tile == 1 && a.n_tiles == a.rows;
+  return attention_prefill_kernel() == AttnPrefillKernel::kMma && !decode && prefill_mma_shape(a.nh, a.nkv, a.hd) &&
+         a.rows_per_tile >= 1 && a.rows_per_tile * (a.nh / a.nkv) <= kMmaPrefillRows && a.ldq % 2 == 0 &&
+         int64_t(a.n_tiles) * a.nkv <= 0x7fffffff && a.splits >= 1 && a.splits <= 65535;
+}
+
+int attention_prefill_rows_per_tile(int nh, int nkv, int hd) {
+  if (attention_prefill_kernel() == AttnPrefillKernel::kMma && prefill_mma_shape(nh, nkv, hd))
+    return kMmaPrefillRows / (nh / nkv);
+  const int G = nkv > 0 ? nh / nkv : 1;
+  return std::max(1, std::min(8, 16 / std::max(G, 1)));
+}
 
 void set_attention_decode_kernel(AttnDecodeKernel k) { decode_kernel_choice().store(static_cast<int>(k)); }
 
@@ -522,9 +572,13 @@ Status launch_paged_attention(const AttnArgs& a, cudaStream_t stream) {
   if (a.hd < 8 || a.hd > 256 || (a.hd & (a.hd - 1)) != 0)
     return invalid_argument("paged attention: head_dim must be a power of two in [8, 256]");
   if (a.nkv <= 0 || a.nh % a.nkv != 0) return invalid_argument("paged attention: n_heads % n_kv_heads != 0");
+  if (a.splits < 1) return invalid_argument("paged attention: splits < 1");
+  // Prefill: the tensor-core kernel where it applies (up to 64 (token, head)
+  // rows per tile), else the CUDA-core kernel below (up to 32).
+  if (attention_prefill_uses_mma(a))
+    return a.hd == 64 ? launch_prefill_mma<64>(a, stream) : launch_prefill_mma<128>(a, stream);
   const int warps = (a.nh / a.nkv) * a.rows_per_tile;
   if (warps > 32) return invalid_argument("paged attention: GQA group * rows_per_tile > 32");
-  if (a.splits < 1) return invalid_argument("paged attention: splits < 1");
   // Decode (one row per tile, tile i = row i): the tensor-core kernel where it
   // applies, else the fused single-launch CUDA-core kernel.
   if (attention_decode_uses_mma(a)) return a.hd == 64 ? launch_decode_mma<64>(a, stream) : launch_decode_mma<128>(a, stream);

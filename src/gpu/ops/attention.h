@@ -4,8 +4,10 @@
 //
 // Work unit: a "query tile" = up to rows_per_tile consecutive query rows of
 // one sequence (decode: one row; prefill: consecutive tokens, which share the
-// K/V tile loaded into shared memory). Grid: (n_tiles * nkv, splits); a block
-// holds one warp per (row of the tile, query head of the KV head's GQA group).
+// K/V tile loaded into shared memory). Grid: (n_tiles * nkv, splits); in the
+// CUDA-core kernel a block holds one warp per (row of the tile, query head of
+// the KV head's GQA group), in the tensor-core ones the (row, head) pairs are
+// MMA rows (attention_mma.cuh).
 // Row r at position pos[r] sees keys [max(0, pos - window + 1), pos] (window 0:
 // from 0): causal, sliding window and ragged lengths come from the per-row
 // positions.
@@ -46,7 +48,8 @@ struct AttnArgs {
   void* out = nullptr;            // (rows, nh * hd) bf16
 };
 
-// hd in {8, 16, 32, 64, 128, 256}; (nh / nkv) * rows_per_tile <= 32.
+// hd in {8, 16, 32, 64, 128, 256}; (nh / nkv) * rows_per_tile <= 32, or
+// <= 64 where the tensor-core prefill kernel runs (attention_prefill_uses_mma).
 Status launch_paged_attention(const AttnArgs& a, cudaStream_t stream);
 
 // Decode (rows_per_tile 1) kernel choice, process-wide: kMma (default) runs
@@ -59,5 +62,24 @@ void set_attention_decode_kernel(AttnDecodeKernel k);
 AttnDecodeKernel attention_decode_kernel();
 // Whether launch_paged_attention(a) runs the tensor-core decode kernel.
 bool attention_decode_uses_mma(const AttnArgs& a);
+
+// Prefill (every launch that is not decode-shaped: rows_per_tile > 1, or
+// tiles that are not one per row) kernel choice, process-wide: kMma (default)
+// runs the tensor-core prefill kernel (attention_mma.cuh) for hd 64 / 128 and
+// GQA groups of 1, 2, 4, 8 or 16 with rows_per_tile * group <= 64, the
+// CUDA-core kernel otherwise; kSimt always runs the CUDA-core one.
+// MEGASERVE_ATTN_PREFILL=simt sets kSimt at start. Not synchronised with
+// launches in flight: set it before a run (and before sizing tiles with
+// attention_prefill_rows_per_tile).
+enum class AttnPrefillKernel { kMma, kSimt };
+void set_attention_prefill_kernel(AttnPrefillKernel k);
+AttnPrefillKernel attention_prefill_kernel();
+// Whether launch_paged_attention(a) runs the tensor-core prefill kernel.
+bool attention_prefill_uses_mma(const AttnArgs& a);
+// Query rows per prefill tile for the model shape under the current choice:
+// 64 / group where the tensor-core prefill kernel takes the shape (a block's
+// 64 MMA rows are the tile's tokens x the group's heads), else the CUDA-core
+// kernel's max(1, min(8, 16 / group)).
+int attention_prefill_rows_per_tile(int nh, int nkv, int hd);
 
 }  // namespace ms::gpu

@@ -1,8 +1,9 @@
-// Tensor-core decode attention (one query row per tile), included by
-// attention.cu only. Written from the PTX ISA semantics of
+// Tensor-core paged attention, included by attention.cu only: the decode
+// kernel (one query row per block) and the prefill kernel (a tile of
+// consecutive tokens per block). Written from the PTX ISA semantics of
 // mma.sync.m16n8k16 (bf16 in, fp32 accumulate), ldmatrix and cp.async.
 //
-// Block = (row, KV head, split), 4 warps. The GQA group's G <= 16 query heads
+// Decode: block = (row, KV head, split), 4 warps. The GQA group's G <= 16 query heads
 // are the M = 16 rows of the MMA (rows >= G are zero); keys are N for
 // S = Q K^T and K for O += P V. Keys stream through kMmaStages shared-memory
 // stages of kMmaStageKeys keys (K and V, rows padded by 16 B so the 8 rows of
@@ -12,16 +13,18 @@
 // at the end of the split. Splits are merged by attention_decode_combine_kernel
 // (a grid of (row, head) blocks, so no SM combines all splits alone).
 //
-// Rounding: q is split into bf16 hi + lo (q = hi + lo to ~2^-17), so scores
+// Rounding (both kernels): q is split into bf16 hi + lo (q = hi + lo to ~2^-17), so scores
 // are as exact as fp32 q against bf16 K; P is rounded to bf16 for P V (what
 // flash-decoding kernels do) and the row sum l adds the same rounded values,
 // so the output is an exact convex combination of V rows with weights within
 // 2^-9 relative of the fp32 softmax.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 
 #include "gpu/common/bf16.cuh"
+#include "gpu/common/mma.cuh"
 #include "gpu/ops/attention.h"
 
 namespace ms::gpu {
@@ -42,48 +45,6 @@ __host__ __device__ constexpr size_t mma_smem_bytes(int hd) {
 __device__ __forceinline__ int mma_split_chunk(int len, int max_splits) {
   int chunk = max((len + max_splits - 1) / max_splits, kMmaMinSplitKeys);
   return (chunk + kMmaStageKeys - 1) / kMmaStageKeys * kMmaStageKeys;
-}
-
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int n = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
-
-// d += a (16x16 row-major) * b (16x8 column-major); fragments per the PTX ISA:
-// with g = lane / 4, t = lane % 4: a = {(g, 2t..), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..)},
-// b = {(k 2t.., n g), (k 2t+8.., n g)}, d = {(g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)}.
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two floats -> bf16x2 (x in the low half: the lower column index).
-__device__ __forceinline__ uint32_t pack_bf16(float x, float y) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
-  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 // Grid (rows * nkv, max_splits), kMmaThreads threads, mma_smem_bytes(HD) of
@@ -336,6 +297,275 @@ __global__ void attention_decode_combine_kernel(AttnArgs a, int max_splits) {
     }
   }
   static_cast<bf16*>(a.out)[(int64_t(row) * a.nh + h) * a.hd + d] = __float2bfloat16_rn(den > 0.f ? num / den : 0.f);
+}
+
+// ---------------------------------------------------------------------------
+// Prefill: a query tile (up to rows_per_tile consecutive tokens of one
+// sequence) per block, so each K/V stage is loaded once for the tile's
+// tokens x heads instead of once per 2 tokens (the CUDA-core kernel's 16 / G).
+//
+// Block = (tile, KV head kh, split), grid (n_tiles * nkv, splits), 4 warps.
+// The block's M = kMmaPrefillRows = 64 rows are (token, head) pairs: row r is
+// token tile.row0 + r / G (valid if r / G < tile.nrows) with head
+// kh * G + r % G; rows past the tile are zero q and never written. Warp w owns
+// rows [16w, 16w + 16) (its MMA M tile) with their own online-softmax state:
+// warps own distinct rows, so nothing is merged across warps. All 4 warps
+// share the stages, loaded exactly as in the decode kernel (block-table slice
+// in shared memory when it fits). Per stage and warp: S (16 rows x 64 keys) =
+// Q K^T as 8 n-tiles (two MMAs per k-step and n-tile: q hi and lo), a mask per
+// row (key p is seen iff max(row's window start, split start) <= p <= the
+// row's position and p < split end), the online softmax, then O (16 x HD) +=
+// P V in 4 k-steps of 16 keys. A warp none of whose rows sees a key of the
+// stage skips its compute (it still loads and passes the barriers).
+//
+// Key range of the block: [lo, hi) with lo the first token's window start
+// and hi the last token's position + 1; split s takes
+// [lo + s * chunk, lo + (s + 1) * chunk), chunk = ceil((hi - lo) / splits)
+// rounded up to a stage. splits == 1 writes the bf16 output itself; else each
+// split writes its normalised partial and natural-log LSE (zeros and -inf for
+// rows that saw nothing, empty splits included) for attention_combine_kernel.
+//
+// Occupancy (ptxas -v, sm_90a): 246 registers for HD 128 (q hi/lo 64, O 64,
+// S 32), 168 for HD 64, no spills; with 104 / 56 KB of shared memory that is
+// 2 / 3 blocks per SM.
+constexpr int kMmaPrefillRows = 64;  // (token, head) rows per block: 16 per warp
+
+// Grid (n_tiles * nkv, splits), kMmaThreads threads, mma_smem_bytes(HD) of
+// dynamic shared memory. Requires G = nh / nkv in {1, 2, 4, 8, 16},
+// rows_per_tile * G <= kMmaPrefillRows, ldq even, every tile's nrows >= 1.
+template <int HD>
+__global__ void __launch_bounds__(kMmaThreads, 2) paged_attention_prefill_mma_kernel(AttnArgs a) {
+  constexpr int KST = mma_kv_stride(HD), NKS = HD / 16, NT = HD / 8, LPK = HD / 8;
+  constexpr int SK = kMmaStageKeys, SNT = SK / 8;  // keys per stage; n-tiles of S
+  constexpr int STAGE = 2 * SK * KST;              // bf16 per stage: K (64, KST) then V (64, KST)
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* stages = reinterpret_cast<bf16*>(smem_raw);                                      // (kMmaStages, STAGE)
+  int32_t* tab_s = reinterpret_cast<int32_t*>(smem_raw + size_t(kMmaStages) * STAGE * 2);  // (kMmaTabEnt)
+
+  const int G = a.nh / a.nkv;
+  const int tile_idx = blockIdx.x / a.nkv, kh = blockIdx.x % a.nkv, split = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+
+  const AttnTile tile = a.tiles[tile_idx];
+  const int seq = a.row_seq[tile.row0];
+  const int pos_first = a.row_pos[tile.row0], pos_last = a.row_pos[tile.row0 + tile.nrows - 1];
+  const int lo = a.window > 0 ? max(0, pos_first - a.window + 1) : 0, hi = pos_last + 1;
+  int chunk = (hi - lo + a.splits - 1) / a.splits;
+  chunk = (chunk + SK - 1) / SK * SK;
+  const int s_lo = lo + split * chunk, s_hi = min(hi, s_lo + chunk);
+  if (s_lo >= s_hi) {  // empty split (splits > 1 only): the combine still reads its partials
+    for (int i = tid; i < tile.nrows * G * (HD / 4); i += kMmaThreads) {
+      const int rh = i / (HD / 4), d0 = (i % (HD / 4)) * 4;  // rh = token * G + head in group
+      const int64_t base = (int64_t(tile.row0 + rh / G) * a.nh + kh * G + rh % G) * a.splits + split;
+      *reinterpret_cast<float4*>(a.part_o + base * HD + d0) = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (d0 == 0) a.part_lse[base] = -INFINITY;
+    }
+    return;  // whole block, before any barrier
+  }
+  const int bs = a.block_size;
+  const int bs_shift = (bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1;  // log2(bs), -1 if not a power of two
+  const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks;
+  const int tab_base = s_lo / bs, n_tab = (s_hi - 1) / bs - tab_base + 1;
+  const bool staged = n_tab <= kMmaTabEnt;  // block-uniform
+  if (staged)
+    for (int i = tid; i < n_tab; i += kMmaThreads) tab_s[i] = table[tab_base + i];
+
+  // This lane's rows 16 warp + g + 8 rr: keys [klo, khi) of this split that
+  // the row sees (empty for rows past the tile).
+  int klo[2], khi[2];
+  // q of those rows, pre-scaled into the log2 domain, split into bf16 hi + lo
+  // A fragments: k-step ks covers dims [16 ks, 16 ks + 16).
+  uint32_t qh[NKS][4], ql[NKS][4];
+  {
+    const float qscale = a.scale * 1.4426950408889634f;  // log2(e)
+    const float* qrow[2];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = warp * 16 + g + 8 * rr, tr = r / G;
+      qrow[rr] = nullptr;
+      klo[rr] = INT_MAX;
+      khi[rr] = 0;
+      if (tr < tile.nrows) {
+        const int pos = a.row_pos[tile.row0 + tr];
+        klo[rr] = max(s_lo, a.window > 0 ? pos - a.window + 1 : 0);
+        khi[rr] = min(s_hi, pos + 1);
+        qrow[rr] = a.q + int64_t(tile.row0 + tr) * a.ldq + int64_t(kh * G + r % G) * HD;
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < NKS; ++ks) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int rr = i & 1, d = ks * 16 + (i >> 1) * 8 + 2 * t;
+        float2 v = make_float2(0.f, 0.f);
+        if (qrow[rr] != nullptr) v = *reinterpret_cast<const float2*>(qrow[rr] + d);
+        v.x *= qscale;
+        v.y *= qscale;
+        const __nv_bfloat162 h2 = __floats2bfloat162_rn(v.x, v.y);
+        const float2 hf = __bfloat1622float2(h2);
+        qh[ks][i] = *reinterpret_cast<const uint32_t*>(&h2);
+        ql[ks][i] = pack_bf16(v.x - hf.x, v.y - hf.y);
+      }
+    }
+  }
+  __syncthreads();  // tab_s
+  const int32_t* tab = staged ? tab_s : table + tab_base;
+
+  const bf16* kc = static_cast<const bf16*>(a.k_cache);
+  const bf16* vc = static_cast<const bf16*>(a.v_cache);
+  // Stage `buf` <- keys [t0, t0 + 64): a thread per 16-byte piece, keys past
+  // s_hi (and unmapped blocks) zero-filled so P V never meets garbage.
+  auto issue = [&](int buf, int t0) {
+    bf16* ks = stages + buf * STAGE;
+    bf16* vs = ks + SK * KST;
+    const int c = tid % LPK;
+#pragma unroll
+    for (int j = tid / LPK; j < SK; j += kMmaThreads / LPK) {
+      const int p = t0 + j;
+      int64_t off = 0;
+      bool ok = false;
+      if (p < s_hi) {
+        const int pg = bs_shift >= 0 ? p >> bs_shift : p / bs, slot = bs_shift >= 0 ? p & (bs - 1) : p % bs;
+        const int32_t blk = tab[pg - tab_base];
+        if (blk >= 0) {
+          off = ((int64_t(blk) * a.nkv + kh) * bs + slot) * HD + c * 8;
+          ok = true;
+        }
+      }
+      cp_async_16(ks + j * KST + c * 8, kc + off, ok);
+      cp_async_16(vs + j * KST + c * 8, vc + off, ok);
+    }
+  };
+
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g, g + 8 (log2 domain); l: this lane's columns
+  float o[NT][4];  // O fragments: n-tile nt = dims [8 nt, 8 nt + 8)
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+
+  const int n_st = (s_hi - s_lo + SK - 1) / SK;
+#pragma unroll
+  for (int s = 0; s < kMmaStages - 1; ++s) {
+    if (s < n_st) issue(s, s_lo + s * SK);
+    cp_async_commit();  // empty groups keep the wait counts uniform
+  }
+  const int mi = lane >> 3;  // the ldmatrix matrix this lane addresses
+  for (int it = 0; it < n_st; ++it) {
+    cp_async_wait<kMmaStages - 2>();  // this thread's pieces of stage `it` landed
+    __syncthreads();                  // everyone's did; stage it - 1 is consumed
+    {
+      const int nx = it + kMmaStages - 1;
+      if (nx < n_st) issue(nx % kMmaStages, s_lo + nx * SK);
+      cp_async_commit();
+    }
+    const int t0 = s_lo + it * SK;
+    bool sees = false;
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) sees |= max(klo[rr], t0) < min(khi[rr], t0 + SK);
+    if (!__any_sync(0xffffffffu, sees)) continue;  // warp-uniform; the next barrier is at the loop top
+    const bf16* ks = stages + (it % kMmaStages) * STAGE;
+    const bf16* vs = ks + SK * KST;
+
+    // S (16 rows x 64 keys) = Q K^T; n-tile nt = keys [8 nt, 8 nt + 8) of the stage.
+    float s[SNT][4];
+#pragma unroll
+    for (int nt = 0; nt < SNT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+    {
+      const bf16* kaddr = ks + ((lane & 7) + (mi >> 1) * 8) * KST + (mi & 1) * 8;
+#pragma unroll
+      for (int kst = 0; kst < NKS; ++kst) {
+#pragma unroll
+        for (int np = 0; np < SNT / 2; ++np) {
+          uint32_t b[4];  // (keys 0-7, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 0-7), (keys 8-15, dims 8-15)
+          ldmatrix_x4(b, kaddr + np * 16 * KST + kst * 16);
+          mma_bf16_16816(s[2 * np], qh[kst], b[0], b[1]);
+          mma_bf16_16816(s[2 * np], ql[kst], b[0], b[1]);
+          mma_bf16_16816(s[2 * np + 1], qh[kst], b[2], b[3]);
+          mma_bf16_16816(s[2 * np + 1], ql[kst], b[2], b[3]);
+        }
+      }
+    }
+    // Mask per row: s[nt][i] is row g + 8 (i >> 1), key t0 + 8 nt + 2 t + (i & 1).
+#pragma unroll
+    for (int nt = 0; nt < SNT; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int p = t0 + nt * 8 + 2 * t + (i & 1), rr = i >> 1;
+        if (p < klo[rr] || p >= khi[rr]) s[nt][i] = -INFINITY;
+      }
+    }
+    // Online softmax per row; P as A fragments of k-step kk (keys [16 kk, 16 kk + 16)):
+    // (g, 2t..), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..) = n-tiles 2 kk (regs 0, 1) and 2 kk + 1 (regs 2, 3).
+    uint32_t pa[SK / 16][4];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < SNT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * rr], s[nt][2 * rr + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[rr], mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // nothing seen yet: exp2(-inf) = 0 below
+      const float corr = exp2f(m[rr] - m_use);
+      m[rr] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < SNT; ++nt) {
+        const __nv_bfloat162 p2 = __floats2bfloat162_rn(exp2f(s[nt][2 * rr] - m_use), exp2f(s[nt][2 * rr + 1] - m_use));
+        const float2 f = __bfloat1622float2(p2);
+        sum += f.x + f.y;
+        pa[nt >> 1][(nt & 1) * 2 + rr] = *reinterpret_cast<const uint32_t*>(&p2);
+      }
+      l[rr] = l[rr] * corr + sum;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        o[nt][2 * rr] *= corr;
+        o[nt][2 * rr + 1] *= corr;
+      }
+    }
+    // O (16 rows x HD) += P (16 x 64 keys) V (64 keys x HD): 16 keys x 16 dims per ldmatrix.trans.
+    {
+      const bf16* vaddr = vs + ((lane & 7) + (mi & 1) * 8) * KST + (mi >> 1) * 8;
+#pragma unroll
+      for (int kk = 0; kk < SK / 16; ++kk) {
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+          uint32_t b[4];  // (keys 0-7, dims 0-7), (keys 8-15, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 8-15)
+          ldmatrix_x4_trans(b, vaddr + kk * 16 * KST + np * 16);
+          mma_bf16_16816(o[2 * np], pa[kk], b[0], b[1]);
+          mma_bf16_16816(o[2 * np + 1], pa[kk], b[2], b[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // only empty groups can be pending; no block exits with copies in flight
+
+  // Output: o[nt][2 rr + j] is row g + 8 rr, dim 8 nt + 2 t + j.
+  bf16* out = static_cast<bf16*>(a.out);
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {  // the row sums over the quad, before any lane leaves
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
+  }
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = warp * 16 + g + 8 * rr, tr = r / G;
+    if (tr >= tile.nrows) continue;
+    const int64_t rh = int64_t(tile.row0 + tr) * a.nh + kh * G + r % G;  // (row, head)
+    const float inv = l[rr] > 0.f ? 1.0f / l[rr] : 0.f;
+    if (a.splits == 1) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+        *reinterpret_cast<__nv_bfloat162*>(out + rh * HD + nt * 8 + 2 * t) =
+            __floats2bfloat162_rn(o[nt][2 * rr] * inv, o[nt][2 * rr + 1] * inv);
+    } else {
+      const int64_t base = rh * a.splits + split;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+        *reinterpret_cast<float2*>(a.part_o + base * HD + nt * 8 + 2 * t) =
+            make_float2(o[nt][2 * rr] * inv, o[nt][2 * rr + 1] * inv);
+      if (t == 0) a.part_lse[base] = l[rr] > 0.f ? (m[rr] + log2f(l[rr])) * 0.6931471805599453f : -INFINITY;  // natural log
+    }
+  }
 }
 
 }  // namespace ms::gpu

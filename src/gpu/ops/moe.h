@@ -89,8 +89,20 @@ Status launch_moe_gate_up(const void* h, const void* gate_up, int H, int I, int 
 Status launch_moe_down(const void* act, const void* down, const float* weights, int H, int I, int T,
                        const MoePlan& plan, int max_active, float* ybuf, cudaStream_t stream);
 
+// Prefill experts on the tensor cores, no host synchronisation (moe_mma.cu):
+// grouped GEMMs over the routed experts, one launch per projection, in the
+// plan's gathered order (expert u owns rows [offset[u], offset[u] + count[u])).
+// gate_up: act (T*K, I) bf16, row offset[u] + m = silu(g) * u of member
+// members[offset[u] + m] (its token's row of h, (T, H) bf16). H % 8 == 0, I even.
+Status launch_moe_grouped_gate_up(const void* h, const void* gate_up, int H, int I, int T, int K, int E,
+                                  const MoePlan& plan, void* act, cudaStream_t stream);
+// down: ybuf (T*K, H) fp32, row members[r] = weights[members[r]] * act[r] W_down^T
+// (the layout launch_moe_down writes, read by launch_moe_combine). I % 8 == 0, H even.
+Status launch_moe_grouped_down(const void* act, const void* down, const float* weights, int H, int I, int T, int K,
+                               int E, const MoePlan& plan, float* ybuf, cudaStream_t stream);
+
 // Prefill experts as GEMMs (tensor cores through cuBLAS, LayeredBackend's
-// moe_prefill_gemm): the members of every routed expert gathered into
+// MoePrefillPath::kGemm): the members of every routed expert gathered into
 // consecutive rows, one GEMM per expert over its rows, then scattered back.
 // xg (n_sel, H) bf16: row r = h[members[r] / K] (the plan groups the members
 // by expert, so expert u owns rows [offset[u], offset[u] + count[u])).

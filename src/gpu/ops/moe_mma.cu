@@ -1,0 +1,298 @@
+// Prefill experts on the tensor cores: grouped GEMMs over the routed experts
+// that read the MoE plan on the device (no host synchronisation, so a prefill
+// step can be captured or overlapped like any other launch).
+//
+// Both projections are one launch each over a 1-D grid of tiles. The M
+// dimension is the plan's gathered order: expert u owns rows [offset[u],
+// offset[u] + count[u]); its rows are cut into kGM-row tiles, and the tiles
+// of all experts are numbered consecutively (tile j of the launch is found by
+// a scan of the per-expert tile counts at block start). The grid is the upper
+// bound ceil(n_sel / kGM) + min(E, n_sel) m-tiles times the n-tiles; blocks
+// past the real tile count exit at once.
+//
+// Rasterisation: consecutive blocks take kGroupM m-tiles (mostly of one
+// expert) for one n-tile, then the next n-tile, so an expert's weight tile is
+// read from HBM once and served from L2 to its other m-tiles, and a group's
+// activation rows stay in L2 across the n-tiles.
+//
+// Block: 128 threads (4 warps as 2 x 2), a 64 x 128 tile of C = A B^T with A
+// rows and B rows both K-contiguous (row.col mma), K in 64-wide stages, three
+// cp.async stages in flight. Warp (wm, wn) computes 32 rows x 8 n8-tiles.
+//   gate_up: A row = h[token of the member] (the gather is the load), B rows
+//     [0, 64) = gate rows n0.., [64, 128) = up rows n0.. of the expert; the
+//     warp's n8-tiles j and j + 4 are the gate and up values of the same
+//     outputs, so SwiGLU is the epilogue: act (gathered row, I) bf16 =
+//     silu(g) * u, rounded once, as the expert kernels.
+//   down: A row = act (gathered row), B rows = down rows n0..n0+127; the
+//     epilogue writes ybuf (member, H) fp32 = weight[member] * acc, the layout
+//     launch_moe_combine reads (so the scatter is the store).
+// fp32 accumulation; every output depends only on its own row, so the order
+// of the members inside an expert does not change any value.
+#include <algorithm>
+#include <string>
+
+#include "gpu/common/bf16.cuh"
+#include "gpu/common/cuda_check.h"
+#include "gpu/common/mma.cuh"
+#include "gpu/ops/moe.h"
+
+namespace ms::gpu {
+
+namespace {
+
+constexpr int kGM = 64;         // rows per tile
+constexpr int kGN = 128;        // B rows per tile (gate_up: 64 gate + 64 up)
+constexpr int kGK = 64;         // K per stage
+constexpr int kGStages = 3;
+constexpr int kGThreads = 128;  // 4 warps, 2 x 2
+constexpr int kGStride = kGK + 8;  // bf16 per smem row: +16 B, the 8 rows of an ldmatrix hit 8 bank groups
+constexpr int kGroupM = 16;     // m-tiles per rasterisation group
+constexpr size_t kGSmem = size_t(kGStages) * (kGM + kGN) * kGStride * sizeof(bf16);
+
+struct GroupedArgs {
+  const bf16* a = nullptr;  // gate_up: h (T, Kd); down: act (n_sel, Kd) in gathered order
+  const bf16* w = nullptr;  // (E, rows per expert, Kd)
+  int Kd = 0;               // reduction length (gate_up: H, down: I)
+  int N = 0;                // outputs per row (gate_up: I, down: H)
+  int w_rows = 0;           // rows per expert in w (gate_up: 2I, down: H)
+  int top_k = 0;
+  int n_tiles_n = 0;
+  MoePlan plan;
+  const float* weights = nullptr;  // down: (n_sel) combine weight per member
+  void* out = nullptr;             // gate_up: act (n_sel, I) bf16; down: ybuf (n_sel, H) fp32
+};
+
+template <bool kGateUp>
+__global__ void __launch_bounds__(kGThreads, 2) moe_grouped_mma_kernel(GroupedArgs p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* stages = reinterpret_cast<bf16*>(smem_raw);  // (kGStages, kGM + kGN, kGStride): A rows then B rows
+  __shared__ int32_t row_src[kGM];  // A row index per tile row, -1 past the expert's count
+  __shared__ int32_t row_mem[kGM];  // member (selection id) per tile row
+  __shared__ int tile_u, tile_m0;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int wm = warp >> 1, wn = warp & 1;
+
+  // Tile coordinates from the rasterised block index.
+  const int64_t groups_span = int64_t(kGroupM) * p.n_tiles_n;
+  const int64_t bid = blockIdx.x;
+  const int grp = static_cast<int>(bid / groups_span), in_grp = static_cast<int>(bid % groups_span);
+  const int mt = grp * kGroupM + in_grp % kGroupM, nt = in_grp / kGroupM;
+
+  // Which expert owns m-tile mt: warp 0 scans the per-expert tile counts.
+  if (warp == 0) {
+    if (lane == 0) tile_u = -1;
+    __syncwarp();  // before any lane can claim the tile
+    const int n_active = *p.plan.n_active;
+    int base_tiles = 0;
+    for (int u0 = 0; u0 < n_active; u0 += 32) {
+      const int u = u0 + lane;
+      const int c = u < n_active ? p.plan.count[u] : 0;
+      const int tiles = (c + kGM - 1) / kGM;
+      int incl = tiles;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += v;
+      }
+      const int excl = base_tiles + incl - tiles;
+      if (tiles > 0 && mt >= excl && mt < excl + tiles) {
+        tile_u = u;
+        tile_m0 = (mt - excl) * kGM;
+      }
+      base_tiles += __shfl_sync(0xffffffffu, incl, 31);
+      if (mt < base_tiles) break;  // found (warp-uniform)
+    }
+  }
+  __syncthreads();
+  const int u = tile_u;
+  if (u < 0) return;  // past the real tiles: block-uniform, before any other barrier
+  const int m0 = tile_m0, n0 = nt * (kGateUp ? kGN / 2 : kGN);
+  const int e = p.plan.active[u], off = p.plan.offset[u], cnt = p.plan.count[u];
+  if (tid < kGM) {
+    const int m = m0 + tid;
+    int src = -1, mem = 0;
+    if (m < cnt) {
+      mem = p.plan.members[off + m];
+      src = kGateUp ? mem / p.top_k : off + m;
+    }
+    row_src[tid] = src;
+    row_mem[tid] = mem;
+  }
+  __syncthreads();
+
+  const int Kd = p.Kd;
+  const bf16* wexp = p.w + int64_t(e) * p.w_rows * Kd;
+  // Stage `buf` <- K columns [k0, k0 + 64) of the tile's A and B rows: 8
+  // 16-byte pieces per row, a thread per piece; rows past the expert's count
+  // or N and pieces past Kd are zero-filled.
+  auto issue = [&](int buf, int k0) {
+    bf16* sa = stages + size_t(buf) * (kGM + kGN) * kGStride;
+    const int c = tid & 7, kc = k0 + c * 8;
+    const bool kok = kc < Kd;
+#pragma unroll
+    for (int i = 0; i < (kGM + kGN) / (kGThreads / 8); ++i) {
+      const int r = (tid >> 3) + i * (kGThreads / 8);
+      const bf16* src = p.a;  // any valid address when nothing is read
+      bool ok = false;
+      if (i < kGM / (kGThreads / 8)) {  // A rows (compile-time after unrolling)
+        const int s = row_src[r];
+        if (s >= 0 && kok) {
+          src = p.a + int64_t(s) * Kd + kc;
+          ok = true;
+        }
+      } else {
+        const int j = r - kGM;
+        int wrow, n;
+        if (kGateUp) {  // j < 64: gate row n0 + j; else up row n0 + j - 64
+          n = n0 + (j & 63);
+          wrow = (j < 64 ? 0 : p.N) + n;
+        } else {
+          n = n0 + j;
+          wrow = n;
+        }
+        if (n < p.N && kok) {
+          src = wexp + int64_t(wrow) * Kd + kc;
+          ok = true;
+        }
+      }
+      cp_async_16(sa + r * kGStride + c * 8, src, ok);
+    }
+  };
+
+  float acc[2][8][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+
+  const int n_k = (Kd + kGK - 1) / kGK;
+#pragma unroll
+  for (int s = 0; s < kGStages - 1; ++s) {
+    if (s < n_k) issue(s, s * kGK);
+    cp_async_commit();
+  }
+  // ldmatrix lane addresses. A (x4): matrix mi = lane / 8 covers rows
+  // (mi & 1) * 8.. and k (mi >> 1) * 8.. of a 16 x 16 block. B (x4): rows
+  // (n) (mi >> 1) * 8.., k (mi & 1) * 8.. of a 16-row pair of n8-tiles.
+  const int mi = lane >> 3;
+  const int a_row = wm * 32 + (lane & 7) + (mi & 1) * 8, a_col = (mi >> 1) * 8;
+  const int b_row_in = (lane & 7) + (mi >> 1) * 8, b_col = (mi & 1) * 8;
+  int b_row[4];  // smem B row of the warp's n8-tile pair np (tiles 2np, 2np + 1)
+#pragma unroll
+  for (int np = 0; np < 4; ++np)
+    b_row[np] = kGM + (kGateUp ? (np < 2 ? wn * 32 + np * 16 : 64 + wn * 32 + (np - 2) * 16) : wn * 64 + np * 16) +
+                b_row_in;
+
+  for (int it = 0; it < n_k; ++it) {
+    cp_async_wait<kGStages - 2>();
+    __syncthreads();
+    {
+      const int nx = it + kGStages - 1;
+      if (nx < n_k) issue(nx % kGStages, nx * kGK);
+      cp_async_commit();
+    }
+    const bf16* sa = stages + size_t(it % kGStages) * (kGM + kGN) * kGStride;
+#pragma unroll
+    for (int kk = 0; kk < kGK / 16; ++kk) {
+      uint32_t af[2][4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) ldmatrix_x4(af[i], sa + (a_row + i * 16) * kGStride + kk * 16 + a_col);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t b[4];  // (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
+        ldmatrix_x4(b, sa + b_row[np] * kGStride + kk * 16 + b_col);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          mma_bf16_16816(acc[i][2 * np], af[i], b[0], b[1]);
+          mma_bf16_16816(acc[i][2 * np + 1], af[i], b[2], b[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // Epilogue. acc[i][j] = rows wm*32 + i*16 + g (+8), columns 2t, 2t + 1 of n8-tile j.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wm * 32 + i * 16 + g + h * 8;
+      if (row_src[r] < 0) continue;
+      if (kGateUp) {
+        bf16* act = static_cast<bf16*>(p.out) + int64_t(off + m0 + r) * p.N;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int n = n0 + wn * 32 + j * 8 + 2 * t;
+          if (n >= p.N) continue;  // N even: n + 1 < N too
+          const float g0 = acc[i][j][2 * h], g1 = acc[i][j][2 * h + 1];
+          const float u0 = acc[i][j + 4][2 * h], u1 = acc[i][j + 4][2 * h + 1];
+          *reinterpret_cast<__nv_bfloat162*>(act + n) =
+              __floats2bfloat162_rn(g0 / (1.0f + expf(-g0)) * u0, g1 / (1.0f + expf(-g1)) * u1);
+        }
+      } else {
+        const int mem = row_mem[r];
+        const float wt = p.weights[mem];
+        float* y = static_cast<float*>(p.out) + int64_t(mem) * p.N;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int n = n0 + wn * 64 + j * 8 + 2 * t;
+          if (n >= p.N) continue;
+          *reinterpret_cast<float2*>(y + n) = make_float2(wt * acc[i][j][2 * h], wt * acc[i][j][2 * h + 1]);
+        }
+      }
+    }
+  }
+}
+
+template <bool kGateUp>
+Status launch_grouped(const GroupedArgs& p, int n_sel, int E, cudaStream_t stream, const char* name) {
+  const int64_t m_tiles = (n_sel + kGM - 1) / kGM + std::min(E, n_sel);
+  const int64_t m_span = (m_tiles + kGroupM - 1) / kGroupM * kGroupM;  // whole rasterisation groups
+  const int64_t blocks = m_span * p.n_tiles_n;
+  if (blocks > INT32_MAX) return invalid_argument(std::string(name) + ": too many tiles");
+  auto* fn = moe_grouped_mma_kernel<kGateUp>;
+  MS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kGSmem)));
+  fn<<<static_cast<unsigned>(blocks), kGThreads, kGSmem, stream>>>(p);
+  MS_CUDA_LAUNCH_CHECK(name);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status launch_moe_grouped_gate_up(const void* h, const void* gate_up, int H, int I, int T, int K, int E,
+                                  const MoePlan& plan, void* act, cudaStream_t stream) {
+  if (T <= 0 || I <= 0) return Status::ok();
+  if (H % 8 != 0 || I % 2 != 0) return invalid_argument("moe grouped gate_up: needs hidden % 8 == 0, width even");
+  GroupedArgs p;
+  p.a = static_cast<const bf16*>(h);
+  p.w = static_cast<const bf16*>(gate_up);
+  p.Kd = H;
+  p.N = I;
+  p.w_rows = 2 * I;
+  p.top_k = K;
+  p.n_tiles_n = (I + kGN / 2 - 1) / (kGN / 2);
+  p.plan = plan;
+  p.out = act;
+  return launch_grouped<true>(p, T * K, E, stream, "moe_grouped_mma_kernel<gate_up>");
+}
+
+Status launch_moe_grouped_down(const void* act, const void* down, const float* weights, int H, int I, int T, int K,
+                               int E, const MoePlan& plan, float* ybuf, cudaStream_t stream) {
+  if (T <= 0 || H <= 0) return Status::ok();
+  if (I % 8 != 0 || H % 2 != 0) return invalid_argument("moe grouped down: needs width % 8 == 0, hidden even");
+  GroupedArgs p;
+  p.a = static_cast<const bf16*>(act);
+  p.w = static_cast<const bf16*>(down);
+  p.Kd = I;
+  p.N = H;
+  p.w_rows = H;
+  p.top_k = K;
+  p.n_tiles_n = (H + kGN - 1) / kGN;
+  p.plan = plan;
+  p.weights = weights;
+  p.out = ybuf;
+  return launch_grouped<false>(p, T * K, E, stream, "moe_grouped_mma_kernel<down>");
+}
+
+}  // namespace ms::gpu
