@@ -151,6 +151,7 @@ Status LayeredBackend::alloc_weights() {
     } else {
       const int64_t E = cfg_.n_experts, I = cfg_.moe_ffn;
       MS_RETURN_IF_ERROR(bf(l.router, E * H));
+      MS_RETURN_IF_ERROR(l.router_f32.alloc(E * H));
       MS_RETURN_IF_ERROR(bf(l.experts_gate_up, E * 2 * I * H));
       MS_RETURN_IF_ERROR(bf(l.experts_down, E * H * I));
       if (cfg_.n_shared_experts > 0) {
@@ -243,6 +244,9 @@ Status LayeredBackend::random_weights(uint64_t seed) {
 }
 
 Status LayeredBackend::alloc_runtime() {
+  // Weights derived from the loaded ones: the routers widened to fp32.
+  for (Layer& l : layers_)
+    if (l.router.size()) MS_RETURN_IF_ERROR(launch_bf16_to_f32(l.router.get(), l.router.size(), l.router_f32.get(), stream_));
   const int64_t Tm = opt_.max_step_tokens, H = cfg_.hidden, qw = cfg_.q_width();
   const int64_t qkvw = qw + 2 * cfg_.kv_width(), V = cfg_.vocab_size, S = opt_.max_seqs;
   const int64_t Fmax = std::max(cfg_.dense_ffn, cfg_.n_shared_experts > 0 ? cfg_.shared_ffn : 0);
@@ -456,7 +460,11 @@ Status LayeredBackend::ffn(int li, int T, float* out, MoeSum* deferred, cudaStre
                                                     cfg_.softmax_over_topk, cfg_.norm_topk_prob,
                                                     router_logits_.get(), topk_ids, topk_w_.get(), plan, st));
   } else {
-    MS_RETURN_IF_ERROR(launch_gemv_f32x(hf_.get(), l.router.get(), router_logits_.get(), T, E, H, st));
+    if (T <= kMoeRoutePlanMaxT) {  // hidden % 8 != 0
+      MS_RETURN_IF_ERROR(launch_gemv_f32x(hf_.get(), l.router.get(), router_logits_.get(), T, E, H, st));
+    } else {
+      MS_RETURN_IF_ERROR(launch_gemm_f32(blas, hf_.get(), l.router_f32.get(), router_logits_.get(), T, E, H, st));
+    }
     MS_RETURN_IF_ERROR(mark("router_gemv"));
     if (T <= kMoeRoutePlanMaxT) {
       MS_RETURN_IF_ERROR(launch_moe_route_plan(router_logits_.get(), T, E, K, cfg_.router, cfg_.softmax_over_topk,

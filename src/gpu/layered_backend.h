@@ -125,6 +125,7 @@ class LayeredBackend final : public Backend {
     DeviceBuffer<uint16_t> gate_up; // dense (2F, H) bf16: gate rows then up rows
     DeviceBuffer<uint16_t> down;    // dense (H, F)
     DeviceBuffer<uint16_t> router;  // (E, H)
+    DeviceBuffer<float> router_f32; // (E, H): the same values widened, for the prefill router GEMM
     DeviceBuffer<uint16_t> experts_gate_up;  // (E, 2I, H)
     DeviceBuffer<uint16_t> experts_down;     // (E, H, I)
     DeviceBuffer<uint16_t> shared_gate_up;   // (2S, H)

@@ -76,6 +76,15 @@ TEST(GpuOps, GemmAndRouterGemvMatchRef) {
     ASSERT_OK(launch_gemv_f32x(dxf.get(), dw.get(), dy.get(), c.R, c.N, c.K, nullptr));
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_LT(rel_err(host(dy), want), kTolF32) << "gemv_f32x R=" << c.R;
+    // The prefill router: the weights widened to fp32 on the device, strict fp32 cuBLAS GEMM.
+    DeviceBuffer<float> dwf;
+    ASSERT_OK(dwf.alloc(w.size()));
+    ASSERT_OK(launch_bf16_to_f32(dw.get(), w.size(), dwf.get(), nullptr));
+    ASSERT_EQ(cudaMemset(dy.get(), 0xff, dy.bytes()), cudaSuccess);
+    ASSERT_OK(launch_gemm_f32(h, dxf.get(), dwf.get(), dy.get(), c.R, c.N, c.K, nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(host(dwf), w) << "bf16 -> fp32 widening";
+    EXPECT_LT(rel_err(host(dy), want), kTolF32) << "gemm_f32 R=" << c.R;
   }
   cublasDestroy(h);
 }
@@ -325,8 +334,8 @@ void run_attention_case(const AttnCase& c) {
     const char* name = mma ? "mma" : "simt";
     EXPECT_EQ(decode ? attention_decode_uses_mma(a) : attention_prefill_uses_mma(a), mma && mma_shape) << name;
     EXPECT_FALSE(decode ? attention_prefill_uses_mma(a) : attention_decode_uses_mma(a)) << name;
-    if (!decode && !(mma && mma_shape) && G * c.rows_per_tile > 32) {
-      // Tiles sized for the tensor-core kernel (64 rows): the CUDA-core kernel (32 warps) refuses them.
+    if (!decode && !(mma && mma_shape) && G * c.rows_per_tile > 16) {
+      // Tiles sized for the tensor-core kernel (64 rows): the CUDA-core kernel (16 warps) refuses them.
       EXPECT_FALSE(launch_paged_attention(a, nullptr).is_ok()) << name;
       continue;
     }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "gpu/common/bf16.cuh"
 #include "gpu/common/cuda_check.h"
@@ -15,10 +16,14 @@ namespace ms::gpu {
 // Keys per shared-memory tile: K and V tiles together stay at 32 KB.
 __host__ __device__ constexpr int attn_tile_keys(int hd) { return hd >= 128 ? 8192 / hd : 64; }
 
+// The CUDA-core kernel's block is a warp per (row of the tile, head of the
+// group): at most kAttnMaxWarps (its registers allow 512 threads per block).
+constexpr int kAttnMaxWarps = 16;
+
 // Lanes split a key's head_dim in 8-element (16-byte) pieces: lpk = hd / 8
 // lanes per key, 32 / lpk keys in flight per warp; each lane group keeps its
 // own online-softmax state (m, l, acc[8]) and the groups merge at the end.
-__global__ void paged_attention_kernel(AttnArgs a) {
+__global__ void __launch_bounds__(kAttnMaxWarps * 32) paged_attention_kernel(AttnArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int hd = a.hd, tk = attn_tile_keys(hd);
   bf16* ks = reinterpret_cast<bf16*>(smem_raw);  // (tk, hd)
@@ -524,10 +529,14 @@ bool prefill_mma_shape(int nh, int nkv, int hd) {
 
 template <int HD>
 Status launch_prefill_mma(const AttnArgs& a, cudaStream_t stream) {
+  static const bool q_lo = [] {
+    const char* e = std::getenv("MEGASERVE_ATTN_PREFILL_QLO");
+    return !(e && std::string(e) == "0");
+  }();
   const size_t smem = mma_smem_bytes(HD);
-  MS_CUDA_RETURN(cudaFuncSetAttribute(paged_attention_prefill_mma_kernel<HD>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  paged_attention_prefill_mma_kernel<HD><<<dim3(a.n_tiles * a.nkv, a.splits), kMmaThreads, smem, stream>>>(a);
+  auto* fn = q_lo ? paged_attention_prefill_mma_kernel<HD, true> : paged_attention_prefill_mma_kernel<HD, false>;
+  MS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  fn<<<dim3(a.n_tiles * a.nkv, a.splits), kMmaThreads, smem, stream>>>(a);
   MS_CUDA_LAUNCH_CHECK("paged_attention_prefill_mma_kernel");
   if (a.splits > 1) {  // one split: the kernel wrote the output
     attention_combine_kernel<<<dim3(a.rows, a.nh), HD, size_t(a.splits) * sizeof(float), stream>>>(
@@ -574,11 +583,10 @@ Status launch_paged_attention(const AttnArgs& a, cudaStream_t stream) {
   if (a.nkv <= 0 || a.nh % a.nkv != 0) return invalid_argument("paged attention: n_heads % n_kv_heads != 0");
   if (a.splits < 1) return invalid_argument("paged attention: splits < 1");
   // Prefill: the tensor-core kernel where it applies (up to 64 (token, head)
-  // rows per tile), else the CUDA-core kernel below (up to 32).
+  // rows per tile), else the CUDA-core kernel below (up to kAttnMaxWarps).
   if (attention_prefill_uses_mma(a))
     return a.hd == 64 ? launch_prefill_mma<64>(a, stream) : launch_prefill_mma<128>(a, stream);
   const int warps = (a.nh / a.nkv) * a.rows_per_tile;
-  if (warps > 32) return invalid_argument("paged attention: GQA group * rows_per_tile > 32");
   // Decode (one row per tile, tile i = row i): the tensor-core kernel where it
   // applies, else the fused single-launch CUDA-core kernel.
   if (attention_decode_uses_mma(a)) return a.hd == 64 ? launch_decode_mma<64>(a, stream) : launch_decode_mma<128>(a, stream);
@@ -592,6 +600,9 @@ Status launch_paged_attention(const AttnArgs& a, cudaStream_t stream) {
     if (items <= 4) return launch_decode<4>(a, smem, stream);
     return launch_decode<8>(a, smem, stream);
   }
+  if (warps > kAttnMaxWarps)
+    return invalid_argument("paged attention: GQA group * rows_per_tile = " + std::to_string(warps) + " > " +
+                            std::to_string(kAttnMaxWarps) + " (the CUDA-core kernel's limit)");
   const int tk = attn_tile_keys(a.hd);
   const size_t smem = size_t(2) * tk * a.hd * sizeof(bf16);
   dim3 grid(a.n_tiles * a.nkv, a.splits);

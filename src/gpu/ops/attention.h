@@ -48,8 +48,10 @@ struct AttnArgs {
   void* out = nullptr;            // (rows, nh * hd) bf16
 };
 
-// hd in {8, 16, 32, 64, 128, 256}; (nh / nkv) * rows_per_tile <= 32, or
-// <= 64 where the tensor-core prefill kernel runs (attention_prefill_uses_mma).
+// hd in {8, 16, 32, 64, 128, 256}; (nh / nkv) * rows_per_tile <= 64 where the
+// tensor-core prefill kernel runs (attention_prefill_uses_mma), decode rows
+// (rows_per_tile 1) with any group that the decode kernels take, else <= 16
+// (the CUDA-core kernel: a warp per row and head); an error otherwise.
 Status launch_paged_attention(const AttnArgs& a, cudaStream_t stream);
 
 // Decode (rows_per_tile 1) kernel choice, process-wide: kMma (default) runs

@@ -1,5 +1,7 @@
 #include "gpu/ops/elementwise.h"
 
+#include <algorithm>
+
 #include "gpu/common/bf16.cuh"
 #include "gpu/common/cuda_check.h"
 
@@ -207,6 +209,19 @@ Status launch_swiglu(const float* gu, int ld_gu, int T, int F, void* out, cudaSt
   if (T == 0) return Status::ok();
   swiglu_kernel<<<T, 256, 0, stream>>>(gu, ld_gu, F, static_cast<bf16*>(out));
   MS_CUDA_LAUNCH_CHECK("swiglu_kernel");
+  return Status::ok();
+}
+
+__global__ void bf16_to_f32_kernel(const bf16* __restrict__ in, size_t n, float* __restrict__ out) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    out[i] = __bfloat162float(in[i]);
+}
+
+Status launch_bf16_to_f32(const void* in, size_t n, float* out, cudaStream_t stream) {
+  if (n == 0) return Status::ok();
+  const size_t blocks = std::min<size_t>((n + 255) / 256, 4096);
+  bf16_to_f32_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(static_cast<const bf16*>(in), n, out);
+  MS_CUDA_LAUNCH_CHECK("bf16_to_f32_kernel");
   return Status::ok();
 }
 

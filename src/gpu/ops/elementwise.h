@@ -39,6 +39,9 @@ Status launch_add_norm(float* x, const float* add0, const float* add1, const int
 // columns [0, F) and up in [F, 2F).
 Status launch_swiglu(const float* gu, int ld_gu, int T, int F, void* out, cudaStream_t stream);
 
+// out (n) fp32 = in (n) bf16, exactly.
+Status launch_bf16_to_f32(const void* in, size_t n, float* out, cudaStream_t stream);
+
 // y (T, ld) fp32 columns [0, N) += bias (N) fp32.
 Status launch_add_bias(float* y, int ld, const float* bias, int T, int N, cudaStream_t stream);
 

@@ -326,6 +326,17 @@ Status launch_gemv_f32x(const float* x, const void* w, float* y, int R, int N, i
   return Status::ok();
 }
 
+Status launch_gemm_f32(cublasHandle_t handle, const float* x, const float* w, float* y, int R, int N, int K,
+                       cudaStream_t stream) {
+  if (R <= 0 || N <= 0) return Status::ok();
+  MS_CUBLAS_RETURN(cublasSetStream(handle, stream));
+  // Row-major y (R, N) = x (R, K) . w (N, K)^T, as launch_gemm.
+  const float alpha = 1.f, beta = 0.f;
+  MS_CUBLAS_RETURN(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, R, K, &alpha, w, CUDA_R_32F, K, x, CUDA_R_32F, K,
+                                &beta, y, CUDA_R_32F, N, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT));
+  return Status::ok();
+}
+
 Status launch_gemm(cublasHandle_t handle, const void* x, int ldx, const void* w, const float* bias, float alpha,
                    float* y, int ldy, int R, int N, int K, cudaStream_t stream) {
   if (R <= 0 || N <= 0) return Status::ok();

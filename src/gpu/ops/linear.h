@@ -26,6 +26,13 @@ Status launch_gemm(cublasHandle_t handle, const void* x, int ldx, const void* w,
 // normed input): x (R, K) fp32, w (N, K) bf16, y (R, N) fp32. Any R.
 Status launch_gemv_f32x(const float* x, const void* w, float* y, int R, int N, int K, cudaStream_t stream);
 
+// The router of prefill sub-steps: x (R, K) fp32, w (N, K) fp32 (the router
+// weights widened from bf16, exactly), y (R, N) fp32, through cuBLAS in
+// strict fp32 (CUBLAS_COMPUTE_32F_PEDANTIC: no TF32). launch_gemv_f32x takes
+// ~8.7 ms per 2K-token NMC sub-step (it re-reads the weights per row).
+Status launch_gemm_f32(cublasHandle_t handle, const float* x, const float* w, float* y, int R, int N, int K,
+                       cudaStream_t stream);
+
 inline Status launch_linear(cublasHandle_t handle, const void* x, int ldx, const void* w, const float* bias,
                             float alpha, float* y, int ldy, int R, int N, int K, cudaStream_t stream) {
   if (R <= 8) return launch_gemv(x, ldx, w, bias, alpha, y, ldy, R, N, K, stream);

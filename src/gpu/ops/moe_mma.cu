@@ -29,6 +29,7 @@
 // fp32 accumulation; every output depends only on its own row, so the order
 // of the members inside an expert does not change any value.
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "gpu/common/bf16.cuh"
@@ -42,12 +43,14 @@ namespace {
 
 constexpr int kGM = 64;         // rows per tile
 constexpr int kGN = 128;        // B rows per tile (gate_up: 64 gate + 64 up)
-constexpr int kGK = 64;         // K per stage
-constexpr int kGStages = 3;
 constexpr int kGThreads = 128;  // 4 warps, 2 x 2
-constexpr int kGStride = kGK + 8;  // bf16 per smem row: +16 B, the 8 rows of an ldmatrix hit 8 bank groups
 constexpr int kGroupM = 16;     // m-tiles per rasterisation group
-constexpr size_t kGSmem = size_t(kGStages) * (kGM + kGN) * kGStride * sizeof(bf16);
+// K per stage and stages in flight: (64, 3) by default; (32, 4) halves the
+// shared memory per block (more blocks per SM), MEGASERVE_MOE_MMA_BK=32.
+__host__ __device__ constexpr int g_stride(int bk) { return bk + 8; }  // +16 B per row: ldmatrix rows hit 8 bank groups
+__host__ __device__ constexpr size_t g_smem(int bk, int stages) {
+  return size_t(stages) * (kGM + kGN) * g_stride(bk) * sizeof(bf16);
+}
 
 struct GroupedArgs {
   const bf16* a = nullptr;  // gate_up: h (T, Kd); down: act (n_sel, Kd) in gathered order
@@ -62,8 +65,9 @@ struct GroupedArgs {
   void* out = nullptr;             // gate_up: act (n_sel, I) bf16; down: ybuf (n_sel, H) fp32
 };
 
-template <bool kGateUp>
+template <bool kGateUp, int kGK, int kGStages>
 __global__ void __launch_bounds__(kGThreads, 2) moe_grouped_mma_kernel(GroupedArgs p) {
+  constexpr int kGStride = g_stride(kGK);
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* stages = reinterpret_cast<bf16*>(smem_raw);  // (kGStages, kGM + kGN, kGStride): A rows then B rows
   __shared__ int32_t row_src[kGM];  // A row index per tile row, -1 past the expert's count
@@ -128,14 +132,15 @@ __global__ void __launch_bounds__(kGThreads, 2) moe_grouped_mma_kernel(GroupedAr
   // or N and pieces past Kd are zero-filled.
   auto issue = [&](int buf, int k0) {
     bf16* sa = stages + size_t(buf) * (kGM + kGN) * kGStride;
-    const int c = tid & 7, kc = k0 + c * 8;
+    constexpr int kPieces = kGK / 8, kRowsPerPass = kGThreads / kPieces;
+    const int c = tid % kPieces, kc = k0 + c * 8;
     const bool kok = kc < Kd;
 #pragma unroll
-    for (int i = 0; i < (kGM + kGN) / (kGThreads / 8); ++i) {
-      const int r = (tid >> 3) + i * (kGThreads / 8);
+    for (int i = 0; i < (kGM + kGN) / kRowsPerPass; ++i) {
+      const int r = tid / kPieces + i * kRowsPerPass;
       const bf16* src = p.a;  // any valid address when nothing is read
       bool ok = false;
-      if (i < kGM / (kGThreads / 8)) {  // A rows (compile-time after unrolling)
+      if (i < kGM / kRowsPerPass) {  // A rows (compile-time after unrolling)
         const int s = row_src[r];
         if (s >= 0 && kok) {
           src = p.a + int64_t(s) * Kd + kc;
@@ -245,17 +250,32 @@ __global__ void __launch_bounds__(kGThreads, 2) moe_grouped_mma_kernel(GroupedAr
   }
 }
 
-template <bool kGateUp>
-Status launch_grouped(const GroupedArgs& p, int n_sel, int E, cudaStream_t stream, const char* name) {
+template <bool kGateUp, int kGK, int kGStages>
+Status launch_grouped_t(const GroupedArgs& p, int n_sel, int E, cudaStream_t stream, const char* name) {
   const int64_t m_tiles = (n_sel + kGM - 1) / kGM + std::min(E, n_sel);
   const int64_t m_span = (m_tiles + kGroupM - 1) / kGroupM * kGroupM;  // whole rasterisation groups
   const int64_t blocks = m_span * p.n_tiles_n;
   if (blocks > INT32_MAX) return invalid_argument(std::string(name) + ": too many tiles");
-  auto* fn = moe_grouped_mma_kernel<kGateUp>;
-  MS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kGSmem)));
-  fn<<<static_cast<unsigned>(blocks), kGThreads, kGSmem, stream>>>(p);
+  auto* fn = moe_grouped_mma_kernel<kGateUp, kGK, kGStages>;
+  constexpr size_t smem = g_smem(kGK, kGStages);
+  MS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  fn<<<static_cast<unsigned>(blocks), kGThreads, smem, stream>>>(p);
   MS_CUDA_LAUNCH_CHECK(name);
   return Status::ok();
+}
+
+int grouped_bk() {
+  static const int bk = [] {
+    const char* e = std::getenv("MEGASERVE_MOE_MMA_BK");
+    return e && std::string(e) == "32" ? 32 : 64;
+  }();
+  return bk;
+}
+
+template <bool kGateUp>
+Status launch_grouped(const GroupedArgs& p, int n_sel, int E, cudaStream_t stream, const char* name) {
+  if (grouped_bk() == 32) return launch_grouped_t<kGateUp, 32, 4>(p, n_sel, E, stream, name);
+  return launch_grouped_t<kGateUp, 64, 3>(p, n_sel, E, stream, name);
 }
 
 }  // namespace
