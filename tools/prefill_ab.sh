@@ -3,7 +3,8 @@
 # by tools/gpu_check.sh or here), then `bench prefill --random nmc-full` once
 # per variant. A variant is NAME or NAME:VAR=V,VAR=V (environment overrides),
 # e.g. base moe_bk32:MEGASERVE_MOE_MMA_BK=32. TOKENS (default 512,2K,8K) and
-# ITERS (default 3) apply to all; JSON per variant in $OUT/prefill_NAME.json.
+# ITERS (default 3) apply to all, EXTRA adds bench flags (e.g. --max-step-tokens
+# 4096); JSON per variant in $OUT/prefill_NAME.json.
 # Usage: OUT=/dir tools/prefill_ab.sh VARIANT...
 set -uo pipefail
 OUT="${OUT:-$PWD/prefill_ab_out}"
@@ -21,6 +22,6 @@ for v in "$@"; do
   if [ "$name" != "$v" ]; then IFS=',' read -ra envs <<< "${v#*:}"; fi
   echo "== $name ${envs[*]:-}"
   env "${envs[@]}" timeout "${LIMIT:-200}" build-gpu/megaserve bench prefill --random nmc-full \
-    --tokens "${TOKENS:-512,2K,8K}" --iters "${ITERS:-3}" ${PROFILE:+--profile} --json "$OUT/prefill_$name.json" 2>&1 |
+    --tokens "${TOKENS:-512,2K,8K}" --iters "${ITERS:-3}" ${PROFILE:+--profile} ${EXTRA:-} --json "$OUT/prefill_$name.json" 2>&1 |
     grep -v "^bench prefill:" | tail -"${TAIL:-8}"
 done

@@ -41,15 +41,16 @@ namespace ms::gpu {
 
 namespace {
 
-constexpr int kGM = 64;         // rows per tile
-constexpr int kGN = 128;        // B rows per tile (gate_up: 64 gate + 64 up)
-constexpr int kGThreads = 128;  // 4 warps, 2 x 2
-constexpr int kGroupM = 16;     // m-tiles per rasterisation group
-// K per stage and stages in flight: (64, 3) by default; (32, 4) halves the
-// shared memory per block (more blocks per SM), MEGASERVE_MOE_MMA_BK=32.
-__host__ __device__ constexpr int g_stride(int bk) { return bk + 8; }  // +16 B per row: ldmatrix rows hit 8 bank groups
-__host__ __device__ constexpr size_t g_smem(int bk, int stages) {
-  return size_t(stages) * (kGM + kGN) * g_stride(bk) * sizeof(bf16);
+// Block tile: WM x WN warps, each computing 32 rows x 8 n8-tiles (64 B rows);
+// BM = 32 WM rows, BN = 64 WN B rows (gate_up: BN / 2 gate + BN / 2 up rows,
+// BN / 2 outputs). Default 2 x 2 (64 x 128); MEGASERVE_MOE_MMA_TILE=64x256 or
+// 128x128 select the 8-warp tiles (A/B).
+constexpr int kGK = 64;      // K per stage
+constexpr int kGStages = 3;  // cp.async stages in flight
+constexpr int kGStride = kGK + 8;  // bf16 per smem row: +16 B, the 8 rows of an ldmatrix hit 8 bank groups
+constexpr int kGroupM = 16;  // m-tiles per rasterisation group
+__host__ __device__ constexpr size_t g_smem(int bm, int bn) {
+  return size_t(kGStages) * (bm + bn) * kGStride * sizeof(bf16);
 }
 
 struct GroupedArgs {
@@ -65,17 +66,17 @@ struct GroupedArgs {
   void* out = nullptr;             // gate_up: act (n_sel, I) bf16; down: ybuf (n_sel, H) fp32
 };
 
-template <bool kGateUp, int kGK, int kGStages>
-__global__ void __launch_bounds__(kGThreads, 2) moe_grouped_mma_kernel(GroupedArgs p) {
-  constexpr int kGStride = g_stride(kGK);
+template <bool kGateUp, int WM, int WN>
+__global__ void __launch_bounds__(WM * WN * 32, 8 / (WM * WN)) moe_grouped_mma_kernel(GroupedArgs p) {
+  constexpr int kThreads = WM * WN * 32, BM = 32 * WM, BN = 64 * WN, kOutN = kGateUp ? BN / 2 : BN;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* stages = reinterpret_cast<bf16*>(smem_raw);  // (kGStages, kGM + kGN, kGStride): A rows then B rows
-  __shared__ int32_t row_src[kGM];  // A row index per tile row, -1 past the expert's count
-  __shared__ int32_t row_mem[kGM];  // member (selection id) per tile row
+  bf16* stages = reinterpret_cast<bf16*>(smem_raw);  // (kGStages, BM + BN, kGStride): A rows then B rows
+  __shared__ int32_t row_src[BM];  // A row index per tile row, -1 past the expert's count
+  __shared__ int32_t row_mem[BM];  // member (selection id) per tile row
   __shared__ int tile_u, tile_m0;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-  const int wm = warp >> 1, wn = warp & 1;
+  const int wm = warp / WN, wn = warp % WN;
 
   // Tile coordinates from the rasterised block index.
   const int64_t groups_span = int64_t(kGroupM) * p.n_tiles_n;
@@ -92,7 +93,7 @@ __global__ void __launch_bounds__(kGThreads, 2) moe_grouped_mma_kernel(GroupedAr
     for (int u0 = 0; u0 < n_active; u0 += 32) {
       const int u = u0 + lane;
       const int c = u < n_active ? p.plan.count[u] : 0;
-      const int tiles = (c + kGM - 1) / kGM;
+      const int tiles = (c + BM - 1) / BM;
       int incl = tiles;
 #pragma unroll
       for (int o = 1; o < 32; o <<= 1) {
@@ -102,7 +103,7 @@ __global__ void __launch_bounds__(kGThreads, 2) moe_grouped_mma_kernel(GroupedAr
       const int excl = base_tiles + incl - tiles;
       if (tiles > 0 && mt >= excl && mt < excl + tiles) {
         tile_u = u;
-        tile_m0 = (mt - excl) * kGM;
+        tile_m0 = (mt - excl) * BM;
       }
       base_tiles += __shfl_sync(0xffffffffu, incl, 31);
       if (mt < base_tiles) break;  // found (warp-uniform)
@@ -111,9 +112,9 @@ __global__ void __launch_bounds__(kGThreads, 2) moe_grouped_mma_kernel(GroupedAr
   __syncthreads();
   const int u = tile_u;
   if (u < 0) return;  // past the real tiles: block-uniform, before any other barrier
-  const int m0 = tile_m0, n0 = nt * (kGateUp ? kGN / 2 : kGN);
+  const int m0 = tile_m0, n0 = nt * kOutN;
   const int e = p.plan.active[u], off = p.plan.offset[u], cnt = p.plan.count[u];
-  if (tid < kGM) {
+  if (tid < BM) {
     const int m = m0 + tid;
     int src = -1, mem = 0;
     if (m < cnt) {
@@ -131,27 +132,27 @@ __global__ void __launch_bounds__(kGThreads, 2) moe_grouped_mma_kernel(GroupedAr
   // 16-byte pieces per row, a thread per piece; rows past the expert's count
   // or N and pieces past Kd are zero-filled.
   auto issue = [&](int buf, int k0) {
-    bf16* sa = stages + size_t(buf) * (kGM + kGN) * kGStride;
-    constexpr int kPieces = kGK / 8, kRowsPerPass = kGThreads / kPieces;
+    bf16* sa = stages + size_t(buf) * (BM + BN) * kGStride;
+    constexpr int kPieces = kGK / 8, kRowsPerPass = kThreads / kPieces;
     const int c = tid % kPieces, kc = k0 + c * 8;
     const bool kok = kc < Kd;
 #pragma unroll
-    for (int i = 0; i < (kGM + kGN) / kRowsPerPass; ++i) {
+    for (int i = 0; i < (BM + BN) / kRowsPerPass; ++i) {
       const int r = tid / kPieces + i * kRowsPerPass;
       const bf16* src = p.a;  // any valid address when nothing is read
       bool ok = false;
-      if (i < kGM / kRowsPerPass) {  // A rows (compile-time after unrolling)
+      if (i < BM / kRowsPerPass) {  // A rows (compile-time after unrolling)
         const int s = row_src[r];
         if (s >= 0 && kok) {
           src = p.a + int64_t(s) * Kd + kc;
           ok = true;
         }
       } else {
-        const int j = r - kGM;
+        const int j = r - BM;
         int wrow, n;
-        if (kGateUp) {  // j < 64: gate row n0 + j; else up row n0 + j - 64
-          n = n0 + (j & 63);
-          wrow = (j < 64 ? 0 : p.N) + n;
+        if (kGateUp) {  // j < BN / 2: gate row n0 + j; else up row n0 + j - BN / 2
+          n = n0 + (j % (BN / 2));
+          wrow = (j < BN / 2 ? 0 : p.N) + n;
         } else {
           n = n0 + j;
           wrow = n;
@@ -186,7 +187,8 @@ __global__ void __launch_bounds__(kGThreads, 2) moe_grouped_mma_kernel(GroupedAr
   int b_row[4];  // smem B row of the warp's n8-tile pair np (tiles 2np, 2np + 1)
 #pragma unroll
   for (int np = 0; np < 4; ++np)
-    b_row[np] = kGM + (kGateUp ? (np < 2 ? wn * 32 + np * 16 : 64 + wn * 32 + (np - 2) * 16) : wn * 64 + np * 16) +
+    b_row[np] = BM +
+                (kGateUp ? (np < 2 ? wn * 32 + np * 16 : BN / 2 + wn * 32 + (np - 2) * 16) : wn * 64 + np * 16) +
                 b_row_in;
 
   for (int it = 0; it < n_k; ++it) {
@@ -197,7 +199,7 @@ __global__ void __launch_bounds__(kGThreads, 2) moe_grouped_mma_kernel(GroupedAr
       if (nx < n_k) issue(nx % kGStages, nx * kGK);
       cp_async_commit();
     }
-    const bf16* sa = stages + size_t(it % kGStages) * (kGM + kGN) * kGStride;
+    const bf16* sa = stages + size_t(it % kGStages) * (BM + BN) * kGStride;
 #pragma unroll
     for (int kk = 0; kk < kGK / 16; ++kk) {
       uint32_t af[2][4];
@@ -250,32 +252,39 @@ __global__ void __launch_bounds__(kGThreads, 2) moe_grouped_mma_kernel(GroupedAr
   }
 }
 
-template <bool kGateUp, int kGK, int kGStages>
-Status launch_grouped_t(const GroupedArgs& p, int n_sel, int E, cudaStream_t stream, const char* name) {
-  const int64_t m_tiles = (n_sel + kGM - 1) / kGM + std::min(E, n_sel);
+template <bool kGateUp, int WM, int WN>
+Status launch_grouped_t(GroupedArgs p, int n_sel, int E, cudaStream_t stream, const char* name) {
+  constexpr int BM = 32 * WM, BN = 64 * WN, kOutN = kGateUp ? BN / 2 : BN;
+  p.n_tiles_n = (p.N + kOutN - 1) / kOutN;
+  const int64_t m_tiles = (n_sel + BM - 1) / BM + std::min(E, n_sel);
   const int64_t m_span = (m_tiles + kGroupM - 1) / kGroupM * kGroupM;  // whole rasterisation groups
   const int64_t blocks = m_span * p.n_tiles_n;
   if (blocks > INT32_MAX) return invalid_argument(std::string(name) + ": too many tiles");
-  auto* fn = moe_grouped_mma_kernel<kGateUp, kGK, kGStages>;
-  constexpr size_t smem = g_smem(kGK, kGStages);
+  auto* fn = moe_grouped_mma_kernel<kGateUp, WM, WN>;
+  constexpr size_t smem = g_smem(BM, BN);
   MS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  fn<<<static_cast<unsigned>(blocks), kGThreads, smem, stream>>>(p);
+  fn<<<static_cast<unsigned>(blocks), WM * WN * 32, smem, stream>>>(p);
   MS_CUDA_LAUNCH_CHECK(name);
   return Status::ok();
 }
 
-int grouped_bk() {
-  static const int bk = [] {
-    const char* e = std::getenv("MEGASERVE_MOE_MMA_BK");
-    return e && std::string(e) == "32" ? 32 : 64;
+// 0: 64 x 128 (2 x 2 warps), 1: 64 x 256 (2 x 4), 2: 128 x 128 (4 x 2).
+int grouped_tile() {
+  static const int tile = [] {
+    const char* e = std::getenv("MEGASERVE_MOE_MMA_TILE");
+    const std::string v = e ? e : "";
+    return v == "64x256" ? 1 : v == "128x128" ? 2 : 0;
   }();
-  return bk;
+  return tile;
 }
 
 template <bool kGateUp>
 Status launch_grouped(const GroupedArgs& p, int n_sel, int E, cudaStream_t stream, const char* name) {
-  if (grouped_bk() == 32) return launch_grouped_t<kGateUp, 32, 4>(p, n_sel, E, stream, name);
-  return launch_grouped_t<kGateUp, 64, 3>(p, n_sel, E, stream, name);
+  switch (grouped_tile()) {
+    case 1: return launch_grouped_t<kGateUp, 2, 4>(p, n_sel, E, stream, name);
+    case 2: return launch_grouped_t<kGateUp, 4, 2>(p, n_sel, E, stream, name);
+    default: return launch_grouped_t<kGateUp, 2, 2>(p, n_sel, E, stream, name);
+  }
 }
 
 }  // namespace
@@ -291,7 +300,6 @@ Status launch_moe_grouped_gate_up(const void* h, const void* gate_up, int H, int
   p.N = I;
   p.w_rows = 2 * I;
   p.top_k = K;
-  p.n_tiles_n = (I + kGN / 2 - 1) / (kGN / 2);
   p.plan = plan;
   p.out = act;
   return launch_grouped<true>(p, T * K, E, stream, "moe_grouped_mma_kernel<gate_up>");
@@ -308,7 +316,6 @@ Status launch_moe_grouped_down(const void* act, const void* down, const float* w
   p.N = H;
   p.w_rows = H;
   p.top_k = K;
-  p.n_tiles_n = (H + kGN - 1) / kGN;
   p.plan = plan;
   p.weights = weights;
   p.out = ybuf;
