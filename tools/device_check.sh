@@ -27,13 +27,11 @@ if [ "${DC_DECODE_GRID:-1}" = 1 ]; then
   $M bench decode --random nmc-full --batch 1 --context 128K --json "$OUT/bench_128k.json" 2>&1 | tail -4
 fi
 # Prefill (time to first token of one prompt), each bounded. The default path (grouped tensor-core expert
-# GEMMs, tensor-core prefill attention) with a per-op profile of the first sub-step; then the per-expert
-# cuBLAS GEMMs and the CUDA-core attention for comparison. (The CUDA-core expert kernels: ~11 s per 8K
+# GEMMs, tensor-core prefill attention) with a per-op profile of the first sub-step; then the CUDA-core
+# prefill attention for comparison. (The CUDA-core expert kernels: ~11 s per 8K
 # prompt, measured at 334883d; run with DC_PREFILL_KERNEL=1.)
 timeout 200 $M bench prefill --random nmc-full --tokens 512,2K,8K,32K --iters 3 --profile \
   --json "$OUT/bench_prefill.json" 2>&1 | tail -60
-MEGASERVE_MOE_PREFILL=gemm timeout 100 $M bench prefill --random nmc-full --tokens 512,2K,8K --iters 2 \
-  --json "$OUT/bench_prefill_gemm.json" 2>&1 | tail -5
 MEGASERVE_ATTN_PREFILL=simt timeout 100 $M bench prefill --random nmc-full --tokens 2K,8K --iters 2 \
   --json "$OUT/bench_prefill_attn_simt.json" 2>&1 | tail -4
 if [ "${DC_PREFILL_KERNEL:-0}" = 1 ]; then

@@ -2,7 +2,7 @@
 # Prefill A/B on the device machine: builds megaserve (build-gpu, configured
 # by tools/gpu_check.sh or here), then `bench prefill --random nmc-full` once
 # per variant. A variant is NAME or NAME:VAR=V,VAR=V (environment overrides),
-# e.g. base moe_bk32:MEGASERVE_MOE_MMA_BK=32. TOKENS (default 512,2K,8K) and
+# e.g. base attn_simt:MEGASERVE_ATTN_PREFILL=simt. TOKENS (default 512,2K,8K) and
 # ITERS (default 3) apply to all, EXTRA adds bench flags (e.g. --max-step-tokens
 # 4096); JSON per variant in $OUT/prefill_NAME.json.
 # Usage: OUT=/dir tools/prefill_ab.sh VARIANT...

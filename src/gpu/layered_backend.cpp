@@ -104,9 +104,8 @@ Status LayeredBackend::init_common(const ModelConfig& cfg, const LayeredBackendO
   if (const char* e = std::getenv("MEGASERVE_MOE_PREFILL")) {
     const std::string v = e;
     if (v == "grouped") opt_.moe_prefill = MoePrefillPath::kGrouped;
-    else if (v == "gemm") opt_.moe_prefill = MoePrefillPath::kGemm;
     else if (v == "kernel") opt_.moe_prefill = MoePrefillPath::kKernel;
-    else return invalid_argument("MEGASERVE_MOE_PREFILL: expected grouped, gemm or kernel, got '" + v + "'");
+    else return invalid_argument("MEGASERVE_MOE_PREFILL: expected grouped or kernel, got '" + v + "'");
   }
   if (cfg_.parallel_block && opt_.concurrent_branches) {
     MS_CUDA_RETURN(cudaStreamCreateWithFlags(&aux_stream_, cudaStreamNonBlocking));
@@ -270,11 +269,6 @@ Status LayeredBackend::alloc_runtime() {
     MS_RETURN_IF_ERROR(moe_act_.alloc(Tm * K * I));
     MS_RETURN_IF_ERROR(moe_y_.alloc(Tm * K * H));
     MS_RETURN_IF_ERROR(plan_buf_.alloc(moe_plan_ints(E, Tm * K)));
-    if (opt_.moe_prefill == MoePrefillPath::kGemm) {
-      MS_RETURN_IF_ERROR(moe_xg_.alloc(Tm * K * H));
-      MS_RETURN_IF_ERROR(moe_gu_.alloc(Tm * K * 2 * I));
-      MS_RETURN_IF_ERROR(moe_yd_.alloc(Tm * K * H));
-    }
   }
   MS_RETURN_IF_ERROR(stat_active_.alloc(cfg_.n_layers));
   MS_CUDA_RETURN(cudaMemset(stat_active_.get(), 0, stat_active_.bytes()));
@@ -484,8 +478,6 @@ Status LayeredBackend::ffn(int li, int T, float* out, MoeSum* deferred, cudaStre
     MS_RETURN_IF_ERROR(launch_moe_grouped_down(moe_act_.get(), l.experts_down.get(), topk_w_.get(), H, I, T, K, E,
                                                plan, moe_y_.get(), st));
     MS_RETURN_IF_ERROR(mark("moe_down"));
-  } else if (opt_.moe_prefill == MoePrefillPath::kGemm && T > kMoeRowKernelMaxT) {
-    MS_RETURN_IF_ERROR(run_moe_prefill_gemm(l, T, plan, st, blas));
   } else {
     const int max_active = std::min(E, T * K);
     MS_RETURN_IF_ERROR(launch_moe_gate_up(h_.get(), l.experts_gate_up.get(), H, I, T, K, plan, max_active,
@@ -507,53 +499,6 @@ Status LayeredBackend::ffn(int li, int T, float* out, MoeSum* deferred, cudaStre
   }
   MS_RETURN_IF_ERROR(launch_moe_combine(moe_y_.get(), shared, cfg_.shared_sum, T, K, H, out, st));
   return mark("moe_combine");
-}
-
-// Prefill experts as GEMMs (MoePrefillPath::kGemm): the plan's per-expert
-// counts come to the host (this stream only waits for the router and plan of
-// this layer), the members' rows are gathered so that expert u owns rows
-// [offset[u], offset[u] + count[u]), and every routed expert runs its gate/up
-// and down projections as one launch_linear each (cuBLAS GEMM with tensor
-// cores for more than 8 rows, the GEMV kernels below). SwiGLU over all rows at
-// once; the weighted rows go back to moe_y_ in selection order, the layout the
-// deferred combine reads. Rounding points as the kernel path: bf16 rows in,
-// bf16 act, fp32 outputs.
-Status LayeredBackend::run_moe_prefill_gemm(const Layer& l, int T, const MoePlan& plan, cudaStream_t st,
-                                            cublasHandle_t blas) {
-  const int E = cfg_.n_experts, K = cfg_.top_k, I = cfg_.moe_ffn, H = cfg_.hidden, n_sel = T * K;
-  plan_host_.resize(size_t(1) + 3 * E);
-  MS_CUDA_RETURN(cudaMemcpyAsync(plan_host_.data(), plan.n_active, plan_host_.size() * sizeof(int32_t),
-                                 cudaMemcpyDeviceToHost, st));
-  MS_CUDA_RETURN(cudaStreamSynchronize(st));
-  const int n_active = plan_host_[0];
-  if (n_active < 1 || n_active > std::min(E, n_sel)) return internal_error("moe prefill: bad plan (routed experts)");
-  MS_RETURN_IF_ERROR(launch_moe_gather_rows(h_.get(), H, K, plan, n_sel, moe_xg_.get(), st));
-  auto expert = [&](int u, int* e, int* off, int* cnt) -> Status {
-    *e = plan_host_[1 + u];
-    *off = plan_host_[1 + E + u];
-    *cnt = plan_host_[1 + 2 * E + u];
-    if (*e < 0 || *e >= E || *off < 0 || *cnt < 1 || *off + *cnt > n_sel)
-      return internal_error("moe prefill: bad plan entry " + std::to_string(u));
-    return Status::ok();
-  };
-  for (int u = 0; u < n_active; ++u) {
-    int e = 0, off = 0, cnt = 0;
-    MS_RETURN_IF_ERROR(expert(u, &e, &off, &cnt));
-    MS_RETURN_IF_ERROR(launch_linear(blas, moe_xg_.get() + size_t(off) * H, H,
-                                     l.experts_gate_up.get() + size_t(e) * 2 * I * H, nullptr, 1.f,
-                                     moe_gu_.get() + size_t(off) * 2 * I, 2 * I, cnt, 2 * I, H, st));
-  }
-  MS_RETURN_IF_ERROR(launch_swiglu(moe_gu_.get(), 2 * I, n_sel, I, moe_act_.get(), st));
-  MS_RETURN_IF_ERROR(mark("moe_gate_up"));
-  for (int u = 0; u < n_active; ++u) {
-    int e = 0, off = 0, cnt = 0;
-    MS_RETURN_IF_ERROR(expert(u, &e, &off, &cnt));
-    MS_RETURN_IF_ERROR(launch_linear(blas, moe_act_.get() + size_t(off) * I, I,
-                                     l.experts_down.get() + size_t(e) * H * I, nullptr, 1.f,
-                                     moe_yd_.get() + size_t(off) * H, H, cnt, H, I, st));
-  }
-  MS_RETURN_IF_ERROR(launch_moe_scatter_rows(moe_yd_.get(), H, plan, topk_w_.get(), n_sel, moe_y_.get(), st));
-  return mark("moe_down");
 }
 
 // The whole forward pass of one sub-step, launched on stream_ (captured into
@@ -583,20 +528,12 @@ Status LayeredBackend::forward(const StepShape& s) {
     // stream_; joined after o_proj. The profiler keeps one chain (its events
     // time consecutive ops on stream_).
     const bool fork = cfg_.parallel_block && aux_stream_ && !prof_;
-    // With the prefill expert GEMMs the FFN branch blocks the host on its plan,
-    // so the attention branch is enqueued first (in a decode graph the order
-    // of the two branches does not matter).
-    const bool ffn_last = fork && opt_.moe_prefill == MoePrefillPath::kGemm && T > kMoeRowKernelMaxT;
-    auto launch_ffn_branch = [&]() -> Status {
-      pend_moe = MoeSum{};
-      MS_RETURN_IF_ERROR(ffn(li, T, mlp_out_.get(), &pend_moe, aux_stream_, cublas_aux_));
-      MS_CUDA_RETURN(cudaEventRecord(join_ev_, aux_stream_));
-      return Status::ok();
-    };
     if (fork) {
       MS_CUDA_RETURN(cudaEventRecord(fork_ev_, stream_));
       MS_CUDA_RETURN(cudaStreamWaitEvent(aux_stream_, fork_ev_, 0));
-      if (!ffn_last) MS_RETURN_IF_ERROR(launch_ffn_branch());
+      pend_moe = MoeSum{};
+      MS_RETURN_IF_ERROR(ffn(li, T, mlp_out_.get(), &pend_moe, aux_stream_, cublas_aux_));
+      MS_CUDA_RETURN(cudaEventRecord(join_ev_, aux_stream_));
     }
     MS_RETURN_IF_ERROR(launch_linear(cublas_, h_.get(), H, l.qkv_w.get(), l.qkv_b.size() ? l.qkv_b.get() : nullptr,
                                      1.f, qkv_.get(), qkvw, T, qkvw, H, stream_));
@@ -650,7 +587,6 @@ Status LayeredBackend::forward(const StepShape& s) {
     MS_RETURN_IF_ERROR(mark("o_linear"));
     if (cfg_.parallel_block) {
       if (fork) {
-        if (ffn_last) MS_RETURN_IF_ERROR(launch_ffn_branch());
         MS_CUDA_RETURN(cudaStreamWaitEvent(stream_, join_ev_, 0));
       } else {
         pend_moe = MoeSum{};
@@ -710,8 +646,6 @@ Status LayeredBackend::profile_step(const std::vector<SeqWork>& batch,
   if (total > opt_.max_step_tokens)
     return invalid_argument("profile_step: " + std::to_string(total) + " tokens do not fit one sub-step of " +
                             std::to_string(opt_.max_step_tokens));
-  if (!decode && cfg_.is_moe() && opt_.moe_prefill == MoePrefillPath::kGemm && total > kMoeRowKernelMaxT)
-    return invalid_argument("profile_step: the gemm MoE prefill path waits on the host and cannot be captured");
   StepShape s;
   MS_RETURN_IF_ERROR(stage_metadata(batch, pieces, decode, &s));
   std::vector<ProfMark> marks;

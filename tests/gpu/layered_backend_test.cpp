@@ -417,10 +417,9 @@ TEST_P(LayeredVsBf16Ref, PrefillMatchesEmulatedRefAndRouting) {
   auto ref = RefBackend::create(cfg, (*model)->weights, ro);
   ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
   if (std::getenv("MEGASERVE_MOE_PREFILL")) GTEST_SKIP() << "MEGASERVE_MOE_PREFILL overrides the path under test";
-  // MoE families on every prefill expert path: the grouped tensor-core GEMMs, the per-expert cuBLAS GEMMs
-  // (the fixtures' 8 experts get ~13 members each from the ~50-token prompt: cuBLAS GEMMs, and GEMVs for the
-  // smaller ones) and the CUDA-core expert kernels.
-  for (MoePrefillPath path : {MoePrefillPath::kGrouped, MoePrefillPath::kGemm, MoePrefillPath::kKernel}) {
+  // MoE families on both prefill expert paths: the grouped tensor-core GEMMs (the fixtures' 8 experts get ~13
+  // members each from the ~50-token prompt) and the CUDA-core expert kernels.
+  for (MoePrefillPath path : {MoePrefillPath::kGrouped, MoePrefillPath::kKernel}) {
     if (path != MoePrefillPath::kGrouped && !cfg.is_moe()) continue;
     SCOPED_TRACE(moe_prefill_name(path));
     LayeredBackendOptions opt;
@@ -482,9 +481,8 @@ TEST_P(LayeredBranches, ConcurrentBranchesBitIdenticalToOneStream) {
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   const ModelConfig& cfg = (*model)->config;
   ASSERT_TRUE(cfg.parallel_block);
-  // Every prefill expert path: with the per-expert GEMMs the FFN branch is enqueued after the attention branch
-  // (the host waits for its plan), on its own stream and cuBLAS handle.
-  for (MoePrefillPath path : {MoePrefillPath::kGrouped, MoePrefillPath::kGemm, MoePrefillPath::kKernel}) {
+  // Both prefill expert paths.
+  for (MoePrefillPath path : {MoePrefillPath::kGrouped, MoePrefillPath::kKernel}) {
     SCOPED_TRACE(moe_prefill_name(path));
     LayeredBackendOptions opt;
     opt.moe_prefill = path;
@@ -530,17 +528,16 @@ TEST_P(LayeredBranches, ConcurrentBranchesBitIdenticalToOneStream) {
 
 INSTANTIATE_TEST_SUITE_P(ParallelFamilies, LayeredBranches, ::testing::Values("cohere2_moe", "cohere2_moe_shared"));
 
-// The tensor-core prefill expert paths (grouped GEMMs, per-expert cuBLAS GEMMs) against the CUDA-core expert
-// kernels on ragged prefill batches whose token counts (top-2 of 8 experts in the fixtures) give experts 1, 2,
-// 3, ... and > 8 members (every launch_linear row bound: 1-row, 2-, 4-, 8-row GEMV kernels, cuBLAS GEMM), and
-// > 64 and > 128 members (several 64-row tiles of one expert in the grouped GEMMs; the fixtures' I = 32 and
-// H = 64 leave half of each gate/up and down tile past N). Same rounding points, so only fp32 summation order
-// differs: logits of every sequence within kGemmVsKernelTol, identical routing.
+// The grouped tensor-core expert GEMMs against the CUDA-core expert kernels on ragged prefill batches whose
+// token counts (top-2 of 8 experts in the fixtures) give experts 1, 2, 3, ... and > 8 members, and > 64 and
+// > 128 members (several 64-row tiles of one expert; the fixtures' I = 32 and H = 64 leave half of each gate/up
+// and down tile past N). Same rounding points, so only fp32 summation order differs: logits of every sequence
+// within kGemmVsKernelTol, identical routing.
 constexpr double kGemmVsKernelTol = 5e-3;
 
 class LayeredMoePrefill : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(LayeredMoePrefill, TensorCorePathsMatchExpertKernels) {
+TEST_P(LayeredMoePrefill, GroupedGemmsMatchExpertKernels) {
   MS_GPU_TEST_GUARD();
   if (std::getenv("MEGASERVE_MOE_PREFILL")) GTEST_SKIP() << "MEGASERVE_MOE_PREFILL overrides the paths under test";
   auto model = load_model(fixture_dir(GetParam()));
@@ -554,7 +551,7 @@ TEST_P(LayeredMoePrefill, TensorCorePathsMatchExpertKernels) {
   opt.moe_prefill = MoePrefillPath::kKernel;
   auto kern = LayeredBackend::create(cfg, (*model)->weights, opt);
   ASSERT_TRUE(kern.is_ok()) << kern.status().to_string();
-  for (MoePrefillPath path : {MoePrefillPath::kGrouped, MoePrefillPath::kGemm}) {
+  for (MoePrefillPath path : {MoePrefillPath::kGrouped}) {
     SCOPED_TRACE(moe_prefill_name(path));
     opt.moe_prefill = path;
     auto tc = LayeredBackend::create(cfg, (*model)->weights, opt);

@@ -733,55 +733,6 @@ TEST(GpuOps, MoeExpertsMatchRef) {
 
 // Gather / scatter of the prefill expert GEMMs: row r of the gathered matrix is the token of the plan's
 // member r (members grouped by expert), and the scatter puts weight * row r back at selection members[r].
-TEST(GpuOps, MoeGatherScatterRows) {
-  MS_GPU_TEST_GUARD();
-  for (int H : {2048, 100}) {  // 16-byte copies; the scalar fallback (H % 8 != 0)
-    const int T = 37, E = 16, K = 4, n_sel = T * K;
-    auto h = randn(size_t(T) * H, 70);
-    auto hb = to_bf16_rounding(h);
-    std::vector<int32_t> ids(n_sel);
-    std::mt19937 g(71);
-    for (int t = 0; t < T; ++t) {
-      std::vector<int> all(E);
-      std::iota(all.begin(), all.end(), 0);
-      std::shuffle(all.begin(), all.end(), g);
-      for (int k = 0; k < K; ++k) ids[size_t(t) * K + k] = all[k];
-    }
-    auto wts = randn(n_sel, 72);
-    auto yd = randn(size_t(n_sel) * H, 73);
-    auto dh = dev(hb);
-    auto dids = dev(ids);
-    auto dw = dev(wts), dyd = dev(yd);
-    DeviceBuffer<int32_t> pb;
-    ASSERT_OK(pb.alloc(moe_plan_ints(E, n_sel)));
-    const MoePlan plan = moe_plan_view(pb.get(), E);
-    DeviceBuffer<uint16_t> xg;
-    DeviceBuffer<float> ybuf;
-    ASSERT_OK(xg.alloc(size_t(n_sel) * H));
-    ASSERT_OK(ybuf.alloc(size_t(n_sel) * H));
-    ASSERT_OK(launch_moe_plan(dids.get(), T, K, E, plan, nullptr));
-    ASSERT_OK(launch_moe_gather_rows(dh.get(), H, K, plan, n_sel, xg.get(), nullptr));
-    ASSERT_OK(launch_moe_scatter_rows(dyd.get(), H, plan, dw.get(), n_sel, ybuf.get(), nullptr));
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const auto p = host(pb);
-    const auto gx = host(xg);
-    const auto gy = host(ybuf);
-    const int32_t* members = p.data() + 1 + 3 * E;
-    std::vector<int> seen(n_sel, 0);
-    for (int r = 0; r < n_sel; ++r) {
-      const int s = members[r];
-      ASSERT_GE(s, 0);
-      ASSERT_LT(s, n_sel);
-      ++seen[s];
-      for (int i = 0; i < H; ++i) {
-        ASSERT_EQ(gx[size_t(r) * H + i], hb[size_t(s / K) * H + i]) << "H=" << H << " row " << r << " col " << i;
-        ASSERT_EQ(gy[size_t(s) * H + i], wts[s] * yd[size_t(r) * H + i]) << "H=" << H << " sel " << s << " col " << i;
-      }
-    }
-    for (int s = 0; s < n_sel; ++s) EXPECT_EQ(seen[s], 1) << "selection " << s;
-  }
-}
-
 TEST(GpuOps, ArgmaxMatchesHost) {
   MS_GPU_TEST_GUARD();
   // 1000: one block per row; >= 32768: split over 64 blocks per row and merged.

@@ -529,12 +529,8 @@ bool prefill_mma_shape(int nh, int nkv, int hd) {
 
 template <int HD>
 Status launch_prefill_mma(const AttnArgs& a, cudaStream_t stream) {
-  static const bool q_lo = [] {
-    const char* e = std::getenv("MEGASERVE_ATTN_PREFILL_QLO");
-    return !(e && std::string(e) == "0");
-  }();
   const size_t smem = mma_smem_bytes(HD);
-  auto* fn = q_lo ? paged_attention_prefill_mma_kernel<HD, true> : paged_attention_prefill_mma_kernel<HD, false>;
+  auto* fn = paged_attention_prefill_mma_kernel<HD>;
   MS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   fn<<<dim3(a.n_tiles * a.nkv, a.splits), kMmaThreads, smem, stream>>>(a);
   MS_CUDA_LAUNCH_CHECK("paged_attention_prefill_mma_kernel");

@@ -333,10 +333,7 @@ constexpr int kMmaPrefillRows = 64;  // (token, head) rows per block: 16 per war
 // Grid (n_tiles * nkv, splits), kMmaThreads threads, mma_smem_bytes(HD) of
 // dynamic shared memory. Requires G = nh / nkv in {1, 2, 4, 8, 16},
 // rows_per_tile * G <= kMmaPrefillRows, ldq even, every tile's nrows >= 1.
-// kQLo: the bf16 lo half of q too (scores as exact as fp32 q, two MMAs per
-// k-step and n-tile of S); false: q rounded to bf16 (one MMA), the A/B
-// variant MEGASERVE_ATTN_PREFILL_QLO=0.
-template <int HD, bool kQLo = true>
+template <int HD>
 __global__ void __launch_bounds__(kMmaThreads, 2) paged_attention_prefill_mma_kernel(AttnArgs a) {
   constexpr int KST = mma_kv_stride(HD), NKS = HD / 16, NT = HD / 8, LPK = HD / 8;
   constexpr int SK = kMmaStageKeys, SNT = SK / 8;  // keys per stage; n-tiles of S
@@ -481,9 +478,9 @@ __global__ void __launch_bounds__(kMmaThreads, 2) paged_attention_prefill_mma_ke
           uint32_t b[4];  // (keys 0-7, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 0-7), (keys 8-15, dims 8-15)
           ldmatrix_x4(b, kaddr + np * 16 * KST + kst * 16);
           mma_bf16_16816(s[2 * np], qh[kst], b[0], b[1]);
-          if (kQLo) mma_bf16_16816(s[2 * np], ql[kst], b[0], b[1]);
+          mma_bf16_16816(s[2 * np], ql[kst], b[0], b[1]);
           mma_bf16_16816(s[2 * np + 1], qh[kst], b[2], b[3]);
-          if (kQLo) mma_bf16_16816(s[2 * np + 1], ql[kst], b[2], b[3]);
+          mma_bf16_16816(s[2 * np + 1], ql[kst], b[2], b[3]);
         }
       }
     }

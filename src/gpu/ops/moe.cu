@@ -721,48 +721,6 @@ Status launch_moe_down(const void* act, const void* down, const float* weights, 
   return launch_moe_down_t<kGemvMaxRows>(ab, db, weights, H, I, plan, max_active, ybuf, stream);
 }
 
-// One block per gathered row, 16-byte copies (H % 8 == 0) or scalar.
-__global__ void moe_gather_rows_kernel(const bf16* __restrict__ h, int H, int K, const int32_t* __restrict__ members,
-                                       bf16* __restrict__ xg) {
-  const int r = blockIdx.x;
-  const int64_t src = int64_t(members[r] / K) * H, dst = int64_t(r) * H;
-  if (H % 8 == 0) {
-    const uint4* s = reinterpret_cast<const uint4*>(h + src);
-    uint4* d = reinterpret_cast<uint4*>(xg + dst);
-    for (int i = threadIdx.x; i < H / 8; i += blockDim.x) d[i] = s[i];
-  } else {
-    for (int i = threadIdx.x; i < H; i += blockDim.x) xg[dst + i] = h[src + i];
-  }
-}
-
-__global__ void moe_scatter_rows_kernel(const float* __restrict__ yd, int H, const int32_t* __restrict__ members,
-                                        const float* __restrict__ weights, float* __restrict__ ybuf) {
-  const int r = blockIdx.x, s = members[r];
-  const float w = weights[s];
-  const float* src = yd + int64_t(r) * H;
-  float* dst = ybuf + int64_t(s) * H;
-  for (int i = threadIdx.x; i < H; i += blockDim.x) dst[i] = w * src[i];
-}
-
-Status launch_moe_gather_rows(const void* h, int H, int K, const MoePlan& plan, int n_sel, void* xg,
-                              cudaStream_t stream) {
-  if (n_sel <= 0) return Status::ok();
-  if (K <= 0 || H <= 0) return invalid_argument("moe gather: K and H must be positive");
-  moe_gather_rows_kernel<<<n_sel, 256, 0, stream>>>(static_cast<const bf16*>(h), H, K, plan.members,
-                                                     static_cast<bf16*>(xg));
-  MS_CUDA_LAUNCH_CHECK("moe_gather_rows_kernel");
-  return Status::ok();
-}
-
-Status launch_moe_scatter_rows(const float* yd, int H, const MoePlan& plan, const float* weights, int n_sel,
-                               float* ybuf, cudaStream_t stream) {
-  if (n_sel <= 0) return Status::ok();
-  if (H <= 0) return invalid_argument("moe scatter: H must be positive");
-  moe_scatter_rows_kernel<<<n_sel, 256, 0, stream>>>(yd, H, plan.members, weights, ybuf);
-  MS_CUDA_LAUNCH_CHECK("moe_scatter_rows_kernel");
-  return Status::ok();
-}
-
 __global__ void moe_combine_kernel(const float* __restrict__ ybuf, const float* __restrict__ shared, int shared_sum,
                                    int K, int H, float* __restrict__ out) {
   const int t = blockIdx.x;

@@ -101,18 +101,6 @@ Status launch_moe_grouped_gate_up(const void* h, const void* gate_up, int H, int
 Status launch_moe_grouped_down(const void* act, const void* down, const float* weights, int H, int I, int T, int K,
                                int E, const MoePlan& plan, float* ybuf, cudaStream_t stream);
 
-// Prefill experts as GEMMs (tensor cores through cuBLAS, LayeredBackend's
-// MoePrefillPath::kGemm): the members of every routed expert gathered into
-// consecutive rows, one GEMM per expert over its rows, then scattered back.
-// xg (n_sel, H) bf16: row r = h[members[r] / K] (the plan groups the members
-// by expert, so expert u owns rows [offset[u], offset[u] + count[u])).
-Status launch_moe_gather_rows(const void* h, int H, int K, const MoePlan& plan, int n_sel, void* xg,
-                              cudaStream_t stream);
-// ybuf (n_sel, H) fp32: row members[r] = weights[members[r]] * yd[r] (yd in
-// the gathered order), the layout launch_moe_down writes.
-Status launch_moe_scatter_rows(const float* yd, int H, const MoePlan& plan, const float* weights, int n_sel,
-                               float* ybuf, cudaStream_t stream);
-
 // out (T, H) fp32 = sum_k ybuf (T*K, H); shared (T, H) fp32 or null:
 // out = shared_sum ? out + shared : (out + shared) / 2.
 Status launch_moe_combine(const float* ybuf, const float* shared, bool shared_sum, int T, int K, int H, float* out,

@@ -4,10 +4,10 @@
 //
 // Both projections are one launch each over a 1-D grid of tiles. The M
 // dimension is the plan's gathered order: expert u owns rows [offset[u],
-// offset[u] + count[u]); its rows are cut into kGM-row tiles, and the tiles
+// offset[u] + count[u]); its rows are cut into BM-row tiles, and the tiles
 // of all experts are numbered consecutively (tile j of the launch is found by
 // a scan of the per-expert tile counts at block start). The grid is the upper
-// bound ceil(n_sel / kGM) + min(E, n_sel) m-tiles times the n-tiles; blocks
+// bound ceil(n_sel / BM) + min(E, n_sel) m-tiles times the n-tiles; blocks
 // past the real tile count exit at once.
 //
 // Rasterisation: consecutive blocks take kGroupM m-tiles (mostly of one
@@ -29,7 +29,6 @@
 // fp32 accumulation; every output depends only on its own row, so the order
 // of the members inside an expert does not change any value.
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "gpu/common/bf16.cuh"
@@ -43,8 +42,8 @@ namespace {
 
 // Block tile: WM x WN warps, each computing 32 rows x 8 n8-tiles (64 B rows);
 // BM = 32 WM rows, BN = 64 WN B rows (gate_up: BN / 2 gate + BN / 2 up rows,
-// BN / 2 outputs). Default 2 x 2 (64 x 128); MEGASERVE_MOE_MMA_TILE=64x256 or
-// 128x128 select the 8-warp tiles (A/B).
+// BN / 2 outputs). 2 x 2 (64 x 128) is launched: the 8-warp tiles 64 x 256
+// and 128 x 128 measured no faster on the H200 (docs/perf-notes.md).
 constexpr int kGK = 64;      // K per stage
 constexpr int kGStages = 3;  // cp.async stages in flight
 constexpr int kGStride = kGK + 8;  // bf16 per smem row: +16 B, the 8 rows of an ldmatrix hit 8 bank groups
@@ -268,23 +267,9 @@ Status launch_grouped_t(GroupedArgs p, int n_sel, int E, cudaStream_t stream, co
   return Status::ok();
 }
 
-// 0: 64 x 128 (2 x 2 warps), 1: 64 x 256 (2 x 4), 2: 128 x 128 (4 x 2).
-int grouped_tile() {
-  static const int tile = [] {
-    const char* e = std::getenv("MEGASERVE_MOE_MMA_TILE");
-    const std::string v = e ? e : "";
-    return v == "64x256" ? 1 : v == "128x128" ? 2 : 0;
-  }();
-  return tile;
-}
-
 template <bool kGateUp>
 Status launch_grouped(const GroupedArgs& p, int n_sel, int E, cudaStream_t stream, const char* name) {
-  switch (grouped_tile()) {
-    case 1: return launch_grouped_t<kGateUp, 2, 4>(p, n_sel, E, stream, name);
-    case 2: return launch_grouped_t<kGateUp, 4, 2>(p, n_sel, E, stream, name);
-    default: return launch_grouped_t<kGateUp, 2, 2>(p, n_sel, E, stream, name);
-  }
+  return launch_grouped_t<kGateUp, 2, 2>(p, n_sel, E, stream, name);
 }
 
 }  // namespace
