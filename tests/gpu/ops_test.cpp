@@ -322,7 +322,7 @@ void run_attention_case(const AttnCase& c) {
   const bool mma_hd = c.hd == 64 || c.hd == 128;
   const bool mma_shape = decode ? mma_hd && G <= 16
                                 : mma_hd && (G == 1 || G == 2 || G == 4 || G == 8 || G == 16) &&
-                                      c.rows_per_tile * G <= 64;
+                                      c.rows_per_tile * G <= 128;
   const AttnDecodeKernel saved_decode = attention_decode_kernel();
   const AttnPrefillKernel saved_prefill = attention_prefill_kernel();
   for (bool mma : {true, false}) {
@@ -484,6 +484,12 @@ TEST(GpuOps, PagedAttentionPrefillMmaEdges) {
   run_attention_case({64, 8, 1, 12, 4096, 2, 8, {5000}, {100}});
   // Window 50 with several sequences, a short chunk and a single-token tile in one launch, 3 splits.
   run_attention_case({128, 16, 2, 16, 50, 3, 8, {120, 60, 1}, {120, 13, 1}});
+  // Tiles of more than 64 rows: the 8-warp kernel (128 rows). G = 8 with 16 tokens per tile (NMC's shape),
+  // a window inside the tile, 2 splits; G = 1 with 128 and 100 tokens per tile (warp 7 partly empty), block 12.
+  run_attention_case({128, 32, 4, 16, 0, 1, 16, {300}, {300}});
+  run_attention_case({128, 32, 4, 16, 50, 2, 16, {700, 33}, {200, 33}});
+  run_attention_case({64, 2, 2, 12, 0, 2, 128, {500}, {300}});
+  run_attention_case({128, 4, 4, 16, 8, 1, 100, {250}, {250}});
 }
 
 // The prefill tile size follows the kernel that will take the shape.

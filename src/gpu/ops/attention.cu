@@ -530,9 +530,10 @@ bool prefill_mma_shape(int nh, int nkv, int hd) {
 template <int HD>
 Status launch_prefill_mma(const AttnArgs& a, cudaStream_t stream) {
   const size_t smem = mma_smem_bytes(HD);
-  auto* fn = paged_attention_prefill_mma_kernel<HD>;
+  const bool eight = a.rows_per_tile * (a.nh / a.nkv) > kMmaPrefillRows;  // tiles of up to 128 rows
+  auto* fn = eight ? paged_attention_prefill_mma_kernel<HD, 8> : paged_attention_prefill_mma_kernel<HD, 4>;
   MS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  fn<<<dim3(a.n_tiles * a.nkv, a.splits), kMmaThreads, smem, stream>>>(a);
+  fn<<<dim3(a.n_tiles * a.nkv, a.splits), eight ? 256 : 128, smem, stream>>>(a);
   MS_CUDA_LAUNCH_CHECK("paged_attention_prefill_mma_kernel");
   if (a.splits > 1) {  // one split: the kernel wrote the output
     attention_combine_kernel<<<dim3(a.rows, a.nh), HD, size_t(a.splits) * sizeof(float), stream>>>(
@@ -551,13 +552,19 @@ AttnPrefillKernel attention_prefill_kernel() { return static_cast<AttnPrefillKer
 bool attention_prefill_uses_mma(const AttnArgs& a) {
   const bool decode = a.rows_per_tile == 1 && a.n_tiles == a.rows;
   return attention_prefill_kernel() == AttnPrefillKernel::kMma && !decode && prefill_mma_shape(a.nh, a.nkv, a.hd) &&
-         a.rows_per_tile >= 1 && a.rows_per_tile * (a.nh / a.nkv) <= kMmaPrefillRows && a.ldq % 2 == 0 &&
+         a.rows_per_tile >= 1 && a.rows_per_tile * (a.nh / a.nkv) <= kMmaPrefillMaxRows && a.ldq % 2 == 0 &&
          int64_t(a.n_tiles) * a.nkv <= 0x7fffffff && a.splits >= 1 && a.splits <= 65535;
 }
 
 int attention_prefill_rows_per_tile(int nh, int nkv, int hd) {
-  if (attention_prefill_kernel() == AttnPrefillKernel::kMma && prefill_mma_shape(nh, nkv, hd))
-    return kMmaPrefillRows / (nh / nkv);
+  if (attention_prefill_kernel() == AttnPrefillKernel::kMma && prefill_mma_shape(nh, nkv, hd)) {
+    // A/B: MEGASERVE_ATTN_PREFILL_ROWS=128 sizes tiles for the 8-warp kernel.
+    static const int rows = [] {
+      const char* e = std::getenv("MEGASERVE_ATTN_PREFILL_ROWS");
+      return e && std::string(e) == "128" ? kMmaPrefillMaxRows : kMmaPrefillRows;
+    }();
+    return rows / (nh / nkv);
+  }
   const int G = nkv > 0 ? nh / nkv : 1;
   return std::max(1, std::min(8, 16 / std::max(G, 1)));
 }

@@ -328,13 +328,17 @@ __global__ void attention_decode_combine_kernel(AttnArgs a, int max_splits) {
 // Occupancy (ptxas -v, sm_90a): 246 registers for HD 128 (q hi/lo 64, O 64,
 // S 32), 168 for HD 64, no spills; with 104 / 56 KB of shared memory that is
 // 2 / 3 blocks per SM.
-constexpr int kMmaPrefillRows = 64;  // (token, head) rows per block: 16 per warp
+constexpr int kMmaPrefillRows = 64;      // (token, head) rows per block of 4 warps: 16 per warp
+constexpr int kMmaPrefillMaxRows = 128;  // the 8-warp variant
 
-// Grid (n_tiles * nkv, splits), kMmaThreads threads, mma_smem_bytes(HD) of
+// Grid (n_tiles * nkv, splits), 32 WARPS threads, mma_smem_bytes(HD) of
 // dynamic shared memory. Requires G = nh / nkv in {1, 2, 4, 8, 16},
-// rows_per_tile * G <= kMmaPrefillRows, ldq even, every tile's nrows >= 1.
-template <int HD>
-__global__ void __launch_bounds__(kMmaThreads, 2) paged_attention_prefill_mma_kernel(AttnArgs a) {
+// rows_per_tile * G <= 16 WARPS, ldq even, every tile's nrows >= 1.
+// WARPS = 4 (64 rows, 2 blocks per SM) or 8 (128 rows: each K/V stage serves
+// twice the rows; 1 block per SM at 246 registers).
+template <int HD, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32, 8 / WARPS) paged_attention_prefill_mma_kernel(AttnArgs a) {
+  constexpr int kThreads = WARPS * 32;
   constexpr int KST = mma_kv_stride(HD), NKS = HD / 16, NT = HD / 8, LPK = HD / 8;
   constexpr int SK = kMmaStageKeys, SNT = SK / 8;  // keys per stage; n-tiles of S
   constexpr int STAGE = 2 * SK * KST;              // bf16 per stage: K (64, KST) then V (64, KST)
@@ -354,7 +358,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) paged_attention_prefill_mma_ke
   chunk = (chunk + SK - 1) / SK * SK;
   const int s_lo = lo + split * chunk, s_hi = min(hi, s_lo + chunk);
   if (s_lo >= s_hi) {  // empty split (splits > 1 only): the combine still reads its partials
-    for (int i = tid; i < tile.nrows * G * (HD / 4); i += kMmaThreads) {
+    for (int i = tid; i < tile.nrows * G * (HD / 4); i += kThreads) {
       const int rh = i / (HD / 4), d0 = (i % (HD / 4)) * 4;  // rh = token * G + head in group
       const int64_t base = (int64_t(tile.row0 + rh / G) * a.nh + kh * G + rh % G) * a.splits + split;
       *reinterpret_cast<float4*>(a.part_o + base * HD + d0) = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -368,7 +372,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) paged_attention_prefill_mma_ke
   const int tab_base = s_lo / bs, n_tab = (s_hi - 1) / bs - tab_base + 1;
   const bool staged = n_tab <= kMmaTabEnt;  // block-uniform
   if (staged)
-    for (int i = tid; i < n_tab; i += kMmaThreads) tab_s[i] = table[tab_base + i];
+    for (int i = tid; i < n_tab; i += kThreads) tab_s[i] = table[tab_base + i];
 
   // This lane's rows 16 warp + g + 8 rr: keys [klo, khi) of this split that
   // the row sees (empty for rows past the tile).
@@ -420,7 +424,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) paged_attention_prefill_mma_ke
     bf16* vs = ks + SK * KST;
     const int c = tid % LPK;
 #pragma unroll
-    for (int j = tid / LPK; j < SK; j += kMmaThreads / LPK) {
+    for (int j = tid / LPK; j < SK; j += kThreads / LPK) {
       const int p = t0 + j;
       int64_t off = 0;
       bool ok = false;

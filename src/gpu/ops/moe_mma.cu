@@ -128,40 +128,53 @@ __global__ void __launch_bounds__(WM * WN * 32, 8 / (WM * WN)) moe_grouped_mma_k
   const int Kd = p.Kd;
   const bf16* wexp = p.w + int64_t(e) * p.w_rows * Kd;
   // Stage `buf` <- K columns [k0, k0 + 64) of the tile's A and B rows: 8
-  // 16-byte pieces per row, a thread per piece; rows past the expert's count
-  // or N and pieces past Kd are zero-filled.
-  auto issue = [&](int buf, int k0) {
-    bf16* sa = stages + size_t(buf) * (BM + BN) * kGStride;
-    constexpr int kPieces = kGK / 8, kRowsPerPass = kThreads / kPieces;
-    const int c = tid % kPieces, kc = k0 + c * 8;
-    const bool kok = kc < Kd;
+  // 16-byte pieces per row, a thread per piece (rows tid / 8 + 16 i, piece
+  // tid % 8); rows past the expert's count or N and pieces past Kd are
+  // zero-filled. The source row pointers are fixed for the whole K loop, so
+  // they are computed once here (a stage then costs one add and one cp.async
+  // per piece instead of re-deriving the gather and weight rows).
+  constexpr int kPieces = kGK / 8, kRowsPerPass = kThreads / kPieces, kPasses = (BM + BN) / kRowsPerPass;
+  const int c = tid % kPieces;
+  const bf16* src_row[kPasses];
+  unsigned row_ok = 0;  // bit i: row of pass i exists
 #pragma unroll
-    for (int i = 0; i < (BM + BN) / kRowsPerPass; ++i) {
-      const int r = tid / kPieces + i * kRowsPerPass;
-      const bf16* src = p.a;  // any valid address when nothing is read
-      bool ok = false;
-      if (i < BM / kRowsPerPass) {  // A rows (compile-time after unrolling)
-        const int s = row_src[r];
-        if (s >= 0 && kok) {
-          src = p.a + int64_t(s) * Kd + kc;
-          ok = true;
-        }
-      } else {
-        const int j = r - BM;
-        int wrow, n;
-        if (kGateUp) {  // j < BN / 2: gate row n0 + j; else up row n0 + j - BN / 2
-          n = n0 + (j % (BN / 2));
-          wrow = (j < BN / 2 ? 0 : p.N) + n;
-        } else {
-          n = n0 + j;
-          wrow = n;
-        }
-        if (n < p.N && kok) {
-          src = wexp + int64_t(wrow) * Kd + kc;
-          ok = true;
-        }
+  for (int i = 0; i < kPasses; ++i) {
+    const int r = tid / kPieces + i * kRowsPerPass;
+    const bf16* src = p.a;  // any valid address when nothing is read
+    bool ok = false;
+    if (i < BM / kRowsPerPass) {  // A rows (compile-time after unrolling)
+      const int s = row_src[r];
+      if (s >= 0) {
+        src = p.a + int64_t(s) * Kd + c * 8;
+        ok = true;
       }
-      cp_async_16(sa + r * kGStride + c * 8, src, ok);
+    } else {
+      const int j = r - BM;
+      int wrow, n;
+      if (kGateUp) {  // j < BN / 2: gate row n0 + j; else up row n0 + j - BN / 2
+        n = n0 + (j % (BN / 2));
+        wrow = (j < BN / 2 ? 0 : p.N) + n;
+      } else {
+        n = n0 + j;
+        wrow = n;
+      }
+      if (n < p.N) {
+        src = wexp + int64_t(wrow) * Kd + c * 8;
+        ok = true;
+      }
+    }
+    src_row[i] = src;
+    row_ok |= unsigned(ok) << i;
+  }
+  const unsigned dst0 =
+      static_cast<unsigned>(__cvta_generic_to_shared(stages + (tid / kPieces) * kGStride + c * 8));
+  auto issue = [&](int buf, int k0) {
+    const unsigned dst = dst0 + unsigned(buf * (BM + BN) * kGStride * sizeof(bf16));
+    const bool kok = k0 + c * 8 < Kd;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const bool ok = kok && (row_ok >> i & 1u);
+      cp_async_16_s(dst + unsigned(i * kRowsPerPass * kGStride * sizeof(bf16)), ok ? src_row[i] + k0 : p.a, ok);
     }
   };
 
