@@ -385,9 +385,11 @@ Status LayeredBackend::stage_metadata(const std::vector<SeqWork>& batch, const s
   *s = StepShape{};
   s->decode = decode;
   s->n_seq = static_cast<int>(pieces.size());
-  s->rows_per_tile = decode ? 1 : attention_prefill_rows_per_tile(cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim);
-  int width = 8;
-  for (const Piece& p : pieces) width = std::max(width, ceil_div(int64_t(p.start_pos) + p.n_tokens, bs));
+  int64_t max_pos = 0;
+  for (const Piece& p : pieces) max_pos = std::max(max_pos, int64_t(p.start_pos) + p.n_tokens);
+  s->rows_per_tile =
+      decode ? 1 : attention_prefill_rows_per_tile(cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, max_pos);
+  const int width = std::max<int>(8, static_cast<int>(ceil_div(max_pos, bs)));
   if (width > max_blocks_)
     return out_of_range("sequence longer than max_context (" + std::to_string(max_blocks_ * bs) + " tokens)");
   int w2 = 8;

@@ -496,15 +496,21 @@ TEST(GpuOps, PagedAttentionPrefillMmaEdges) {
 TEST(GpuOps, AttentionPrefillRowsPerTile) {
   const AttnPrefillKernel saved = attention_prefill_kernel();
   set_attention_prefill_kernel(AttnPrefillKernel::kMma);
-  EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 128), 8);  // G 8
-  EXPECT_EQ(attention_prefill_rows_per_tile(4, 4, 64), 64);   // G 1
-  EXPECT_EQ(attention_prefill_rows_per_tile(32, 2, 128), 4);  // G 16
-  EXPECT_EQ(attention_prefill_rows_per_tile(32, 1, 128), 1);  // G 32: CUDA-core, max(1, 16 / 32)
-  EXPECT_EQ(attention_prefill_rows_per_tile(12, 4, 128), 5);  // G 3: CUDA-core
-  EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 256), 2);  // hd 256: CUDA-core
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 128, 100), 8);  // G 8
+  EXPECT_EQ(attention_prefill_rows_per_tile(4, 4, 64, 100), 64);   // G 1
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 2, 128, 100), 4);  // G 16
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 1, 128, 100), 1);  // G 32: CUDA-core, max(1, 16 / 32)
+  EXPECT_EQ(attention_prefill_rows_per_tile(12, 4, 128, 100), 5);  // G 3: CUDA-core
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 256, 100), 2);  // hd 256: CUDA-core
+  // From kAttnPrefillLongKeys keys: 128-row tiles (the 8-warp kernel); the CUDA-core kernel's do not change.
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 128, kAttnPrefillLongKeys - 1), 8);
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 128, kAttnPrefillLongKeys), 16);
+  EXPECT_EQ(attention_prefill_rows_per_tile(4, 4, 64, 40000), 128);
+  EXPECT_EQ(attention_prefill_rows_per_tile(12, 4, 128, 40000), 5);
   set_attention_prefill_kernel(AttnPrefillKernel::kSimt);
-  EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 128), 2);
-  EXPECT_EQ(attention_prefill_rows_per_tile(4, 4, 64), 8);
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 128, 100), 2);
+  EXPECT_EQ(attention_prefill_rows_per_tile(4, 4, 64, 100), 8);
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 128, 40000), 2);
   set_attention_prefill_kernel(saved);
 }
 

@@ -556,15 +556,9 @@ bool attention_prefill_uses_mma(const AttnArgs& a) {
          int64_t(a.n_tiles) * a.nkv <= 0x7fffffff && a.splits >= 1 && a.splits <= 65535;
 }
 
-int attention_prefill_rows_per_tile(int nh, int nkv, int hd) {
-  if (attention_prefill_kernel() == AttnPrefillKernel::kMma && prefill_mma_shape(nh, nkv, hd)) {
-    // A/B: MEGASERVE_ATTN_PREFILL_ROWS=128 sizes tiles for the 8-warp kernel.
-    static const int rows = [] {
-      const char* e = std::getenv("MEGASERVE_ATTN_PREFILL_ROWS");
-      return e && std::string(e) == "128" ? kMmaPrefillMaxRows : kMmaPrefillRows;
-    }();
-    return rows / (nh / nkv);
-  }
+int attention_prefill_rows_per_tile(int nh, int nkv, int hd, int64_t max_pos) {
+  if (attention_prefill_kernel() == AttnPrefillKernel::kMma && prefill_mma_shape(nh, nkv, hd))
+    return (max_pos >= kAttnPrefillLongKeys ? kMmaPrefillMaxRows : kMmaPrefillRows) / (nh / nkv);
   const int G = nkv > 0 ? nh / nkv : 1;
   return std::max(1, std::min(8, 16 / std::max(G, 1)));
 }

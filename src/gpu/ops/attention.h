@@ -78,10 +78,14 @@ void set_attention_prefill_kernel(AttnPrefillKernel k);
 AttnPrefillKernel attention_prefill_kernel();
 // Whether launch_paged_attention(a) runs the tensor-core prefill kernel.
 bool attention_prefill_uses_mma(const AttnArgs& a);
-// Query rows per prefill tile for the model shape under the current choice:
-// 64 / group where the tensor-core prefill kernel takes the shape (a block's
-// 64 MMA rows are the tile's tokens x the group's heads), else the CUDA-core
-// kernel's max(1, min(8, 16 / group)).
-int attention_prefill_rows_per_tile(int nh, int nkv, int hd);
+// Query rows per prefill tile for the model shape under the current choice,
+// for a step whose longest sequence ends at max_pos (exclusive): where the
+// tensor-core prefill kernel takes the shape, its block's MMA rows (the
+// tile's tokens x the group's heads) / group: 64 rows (4 warps), or 128 (8
+// warps) from kAttnPrefillLongKeys keys on, where each K/V stage serving
+// twice the rows pays for the fewer blocks (H200, NMC: 32K prompt -4.5%, 2K
+// +4%); else the CUDA-core kernel's max(1, min(8, 16 / group)).
+constexpr int kAttnPrefillLongKeys = 8192;
+int attention_prefill_rows_per_tile(int nh, int nkv, int hd, int64_t max_pos);
 
 }  // namespace ms::gpu
