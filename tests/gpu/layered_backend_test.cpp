@@ -33,6 +33,7 @@
 #include "engine/generate.h"
 #include "gpu/bench_decode.h"
 #include "gpu/layered_backend.h"
+#include "gpu/ops/moe.h"
 #include "gpu_test_util.h"
 #include "model/model_loader.h"
 #include "ref/ref_backend.h"
@@ -551,8 +552,12 @@ TEST_P(LayeredMoePrefill, GroupedGemmsMatchExpertKernels) {
   opt.moe_prefill = MoePrefillPath::kKernel;
   auto kern = LayeredBackend::create(cfg, (*model)->weights, opt);
   ASSERT_TRUE(kern.is_ok()) << kern.status().to_string();
-  for (MoePrefillPath path : {MoePrefillPath::kGrouped}) {
-    SCOPED_TRACE(moe_prefill_name(path));
+  const MoeGemmKernel saved = moe_gemm_kernel();
+  for (MoeGemmKernel gk : {MoeGemmKernel::kMma, MoeGemmKernel::kWgmma}) {
+    const MoePrefillPath path = MoePrefillPath::kGrouped;
+    const char* gname = gk == MoeGemmKernel::kWgmma ? "grouped (wgmma)" : "grouped (mma)";
+    SCOPED_TRACE(gname);
+    set_moe_gemm_kernel(gk);
     opt.moe_prefill = path;
     auto tc = LayeredBackend::create(cfg, (*model)->weights, opt);
     ASSERT_TRUE(tc.is_ok()) << tc.status().to_string();
@@ -584,9 +589,9 @@ TEST_P(LayeredMoePrefill, GroupedGemmsMatchExpertKernels) {
         EXPECT_EQ(a, b) << "routing, layer " << li;
       }
     }
-    std::printf("%s: %s vs expert kernels, worst logits rel err %.2e\n", GetParam().c_str(), moe_prefill_name(path),
-                worst);
+    std::printf("%s: %s vs expert kernels, worst logits rel err %.2e\n", GetParam().c_str(), gname, worst);
   }
+  set_moe_gemm_kernel(saved);
 }
 
 INSTANTIATE_TEST_SUITE_P(MoeFamilies, LayeredMoePrefill,

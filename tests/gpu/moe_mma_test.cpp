@@ -1,4 +1,5 @@
-// The grouped tensor-core expert GEMMs (launch_moe_grouped_gate_up / _down)
+// The grouped tensor-core expert GEMMs (launch_moe_grouped_gate_up / _down,
+// both kernels: mma.sync and wgmma)
 // against fp32 CPU sums of the same bf16 inputs, on routings built to hit
 // every tile edge: an expert with more than two 64-row tiles, experts with
 // exactly 64 and 65 members, one-member experts, experts nobody chose, and a
@@ -70,6 +71,7 @@ void run_grouped_case(const GroupedCase& c) {
   ASSERT_OK(launch_moe_grouped_down(act.get(), dd.get(), dw.get(), c.H, c.I, c.T, c.K, c.E, plan, ybuf.get(),
                                     nullptr));
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const char* kernel = moe_gemm_kernel() == MoeGemmKernel::kWgmma ? "wgmma" : "mma";
   const auto p = host(pb);
   const auto ga = bf16_to_f32v(host(act));
   const auto gy = host(ybuf);
@@ -78,8 +80,8 @@ void run_grouped_case(const GroupedCase& c) {
   // Per-expert member counts as the test meant them (the plan's own are checked by the plan tests).
   std::vector<int> cnt(c.E, 0);
   for (int32_t e : c.ids) ++cnt[e];
-  std::printf("grouped T=%d K=%d E=%d H=%d I=%d: largest expert %d members, %d experts routed\n", c.T, c.K, c.E,
-              c.H, c.I, *std::max_element(cnt.begin(), cnt.end()),
+  std::printf("grouped %s T=%d K=%d E=%d H=%d I=%d: largest expert %d members, %d experts routed\n", kernel, c.T,
+              c.K, c.E, c.H, c.I, *std::max_element(cnt.begin(), cnt.end()),
               static_cast<int>(std::count_if(cnt.begin(), cnt.end(), [](int x) { return x > 0; })));
 
   // act row r (gathered order) belongs to member s = members[r].
@@ -110,12 +112,22 @@ void run_grouped_case(const GroupedCase& c) {
     }
   }
   got_y = gy;
-  const std::string what = "T=" + std::to_string(c.T) + " H=" + std::to_string(c.H) + " I=" + std::to_string(c.I);
+  const std::string what = std::string(kernel) + " T=" + std::to_string(c.T) + " H=" + std::to_string(c.H) + " I=" + std::to_string(c.I);
   EXPECT_LT(rel_err(got_act, want_act), kTolBf16) << "act " << what;
   EXPECT_LT(rel_err(got_y, want_y), kTolGemm) << "ybuf " << what;
 }
 
-TEST(GpuOps, MoeGroupedMmaMatchesRef) {
+class MoeGroupedGemm : public ::testing::TestWithParam<MoeGemmKernel> {
+ protected:
+  void SetUp() override {
+    saved_ = moe_gemm_kernel();
+    set_moe_gemm_kernel(GetParam());
+  }
+  void TearDown() override { set_moe_gemm_kernel(saved_); }
+  MoeGemmKernel saved_ = MoeGemmKernel::kMma;
+};
+
+TEST_P(MoeGroupedGemm, MatchesRef) {
   MS_GPU_TEST_GUARD();
   // NMC shape, 160 tokens top-8 of 128: expert 0 has > 128 members (three tiles), the rest ~9 each.
   run_grouped_case({160, 8, 128, 2048, 768, skewed_ids(160, 8, 128, 94)});
@@ -133,7 +145,15 @@ TEST(GpuOps, MoeGroupedMmaMatchesRef) {
   }
   // Fewer than one tile in total (a prefill of 9 tokens, top-2 of 8), all grid blocks but a few empty.
   run_grouped_case({9, 2, 8, 64, 32, skewed_ids(9, 2, 8, 96)});
+  // The wgmma kernel's 256-wide tiles: N = 300 (gate/up: 3 tiles of 128, the last mostly empty; down: 2 of
+  // 256) with K = 136 (two 64-wide stages and a partial third).
+  run_grouped_case({70, 2, 8, 136, 300, skewed_ids(70, 2, 8, 97)});
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, MoeGroupedGemm, ::testing::Values(MoeGemmKernel::kMma, MoeGemmKernel::kWgmma),
+                         [](const ::testing::TestParamInfo<MoeGemmKernel>& info) {
+                           return std::string(info.param == MoeGemmKernel::kWgmma ? "wgmma" : "mma");
+                         });
 
 }  // namespace
 }  // namespace ms::gpu::test

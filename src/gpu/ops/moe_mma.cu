@@ -29,6 +29,8 @@
 // fp32 accumulation; every output depends only on its own row, so the order
 // of the members inside an expert does not change any value.
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <string>
 
 #include "gpu/common/bf16.cuh"
@@ -65,26 +67,23 @@ struct GroupedArgs {
   void* out = nullptr;             // gate_up: act (n_sel, I) bf16; down: ybuf (n_sel, H) fp32
 };
 
-template <bool kGateUp, int WM, int WN>
-__global__ void __launch_bounds__(WM * WN * 32, 8 / (WM * WN)) moe_grouped_mma_kernel(GroupedArgs p) {
-  constexpr int kThreads = WM * WN * 32, BM = 32 * WM, BN = 64 * WN, kOutN = kGateUp ? BN / 2 : BN;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* stages = reinterpret_cast<bf16*>(smem_raw);  // (kGStages, BM + BN, kGStride): A rows then B rows
-  __shared__ int32_t row_src[BM];  // A row index per tile row, -1 past the expert's count
-  __shared__ int32_t row_mem[BM];  // member (selection id) per tile row
+struct TileInfo {
+  int m0 = 0;   // first row of the tile within its expert
+  int e = 0;    // expert id
+  int off = 0;  // the expert's first row in the gathered order
+};
+
+// Which routed expert owns m-tile mt (tiles of BM rows, numbered across
+// experts in plan order): warp 0 scans the per-expert tile counts; then the
+// tile's rows: row_src[r] = A row (gate_up: the member's token; down: its
+// gathered row) or -1 past the expert's count, row_mem[r] = the member.
+// Called by every thread; false (block-uniform) for blocks past the last tile.
+template <bool kGateUp, int BM>
+__device__ __forceinline__ bool setup_tile(const GroupedArgs& p, int mt, int32_t* row_src, int32_t* row_mem,
+                                           TileInfo* ti) {
   __shared__ int tile_u, tile_m0;
-
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-  const int wm = warp / WN, wn = warp % WN;
-
-  // Tile coordinates from the rasterised block index.
-  const int64_t groups_span = int64_t(kGroupM) * p.n_tiles_n;
-  const int64_t bid = blockIdx.x;
-  const int grp = static_cast<int>(bid / groups_span), in_grp = static_cast<int>(bid % groups_span);
-  const int mt = grp * kGroupM + in_grp % kGroupM, nt = in_grp / kGroupM;
-
-  // Which expert owns m-tile mt: warp 0 scans the per-expert tile counts.
-  if (warp == 0) {
+  const int tid = threadIdx.x, lane = tid & 31;
+  if (tid < 32) {
     if (lane == 0) tile_u = -1;
     __syncwarp();  // before any lane can claim the tile
     const int n_active = *p.plan.n_active;
@@ -110,20 +109,45 @@ __global__ void __launch_bounds__(WM * WN * 32, 8 / (WM * WN)) moe_grouped_mma_k
   }
   __syncthreads();
   const int u = tile_u;
-  if (u < 0) return;  // past the real tiles: block-uniform, before any other barrier
-  const int m0 = tile_m0, n0 = nt * kOutN;
-  const int e = p.plan.active[u], off = p.plan.offset[u], cnt = p.plan.count[u];
-  if (tid < BM) {
-    const int m = m0 + tid;
+  if (u < 0) return false;
+  ti->m0 = tile_m0;
+  ti->e = p.plan.active[u];
+  ti->off = p.plan.offset[u];
+  const int cnt = p.plan.count[u];
+  for (int r = tid; r < BM; r += blockDim.x) {
+    const int m = ti->m0 + r;
     int src = -1, mem = 0;
     if (m < cnt) {
-      mem = p.plan.members[off + m];
-      src = kGateUp ? mem / p.top_k : off + m;
+      mem = p.plan.members[ti->off + m];
+      src = kGateUp ? mem / p.top_k : ti->off + m;
     }
-    row_src[tid] = src;
-    row_mem[tid] = mem;
+    row_src[r] = src;
+    row_mem[r] = mem;
   }
   __syncthreads();
+  return true;
+}
+
+template <bool kGateUp, int WM, int WN>
+__global__ void __launch_bounds__(WM * WN * 32, 8 / (WM * WN)) moe_grouped_mma_kernel(GroupedArgs p) {
+  constexpr int kThreads = WM * WN * 32, BM = 32 * WM, BN = 64 * WN, kOutN = kGateUp ? BN / 2 : BN;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* stages = reinterpret_cast<bf16*>(smem_raw);  // (kGStages, BM + BN, kGStride): A rows then B rows
+  __shared__ int32_t row_src[BM];  // A row index per tile row, -1 past the expert's count
+  __shared__ int32_t row_mem[BM];  // member (selection id) per tile row
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int wm = warp / WN, wn = warp % WN;
+
+  // Tile coordinates from the rasterised block index.
+  const int64_t groups_span = int64_t(kGroupM) * p.n_tiles_n;
+  const int64_t bid = blockIdx.x;
+  const int grp = static_cast<int>(bid / groups_span), in_grp = static_cast<int>(bid % groups_span);
+  const int mt = grp * kGroupM + in_grp % kGroupM, nt = in_grp / kGroupM;
+
+  TileInfo ti;
+  if (!setup_tile<kGateUp, BM>(p, mt, row_src, row_mem, &ti)) return;  // past the real tiles (block-uniform)
+  const int m0 = ti.m0, n0 = nt * kOutN, e = ti.e, off = ti.off;
 
   const int Kd = p.Kd;
   const bf16* wexp = p.w + int64_t(e) * p.w_rows * Kd;
@@ -280,12 +304,164 @@ Status launch_grouped_t(GroupedArgs p, int n_sel, int E, cudaStream_t stream, co
   return Status::ok();
 }
 
+// ---- The wgmma variant (sm_90a warpgroup MMA): one warpgroup per block, a
+// 64 x 256 tile (gate_up: 128 gate + 128 up rows, 128 outputs; down: 256
+// outputs), wgmma.mma_async m64n256k16 with both operands in shared memory
+// (K-major, 128-byte swizzle, written by cp.async at the swizzled position),
+// 4 stages of K = 64 (40 KB each, one block per SM), the next stages' loads in
+// flight while the tensor cores work on this one. Same tile numbering,
+// rasterisation, row gather and epilogues as the mma.sync kernel.
+constexpr int kWgBM = 64, kWgBN = 256, kWgStages = 4;
+constexpr int kWgRow = 128;                                // bytes per smem row: 64 bf16 of K
+constexpr int kWgStageBytes = (kWgBM + kWgBN) * kWgRow;    // A rows then B rows
+constexpr size_t kWgSmem = size_t(kWgStages) * kWgStageBytes + 1024;  // + 1024-byte alignment slack
+
+template <bool kGateUp>
+__global__ void __launch_bounds__(128, 1) moe_grouped_wgmma_kernel(GroupedArgs p) {
+  constexpr int BM = kWgBM, BN = kWgBN, kOutN = kGateUp ? BN / 2 : BN;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ int32_t row_src[BM];
+  __shared__ int32_t row_mem[BM];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+
+  const int64_t groups_span = int64_t(kGroupM) * p.n_tiles_n;
+  const int64_t bid = blockIdx.x;
+  const int grp = static_cast<int>(bid / groups_span), in_grp = static_cast<int>(bid % groups_span);
+  const int mt = grp * kGroupM + in_grp % kGroupM, nt = in_grp / kGroupM;
+  TileInfo ti;
+  if (!setup_tile<kGateUp, BM>(p, mt, row_src, row_mem, &ti)) return;  // past the real tiles (block-uniform)
+  const int m0 = ti.m0, n0 = nt * kOutN, off = ti.off, Kd = p.Kd;
+  const bf16* wexp = p.w + int64_t(ti.e) * p.w_rows * Kd;
+
+  // Loads: thread tid owns 16-byte chunk c = tid % 8 of rows r0 + 16 i of the
+  // stage (r0 = tid / 8; A rows 0..63, B rows 64..319), stored at chunk
+  // c ^ (row % 8) = c ^ (r0 % 8) of its 128-byte row.
+  const unsigned sbase = (static_cast<unsigned>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  const int c = tid & 7, r0 = tid >> 3;
+  const unsigned dst0 = sbase + unsigned(r0 * kWgRow) + unsigned((c ^ (r0 & 7)) << 4);
+  const bf16* a_src[BM / 16];
+  unsigned a_ok = 0;
+#pragma unroll
+  for (int i = 0; i < BM / 16; ++i) {
+    const int s = row_src[r0 + 16 * i];
+    a_src[i] = s >= 0 ? p.a + int64_t(s) * Kd + c * 8 : p.a;
+    a_ok |= unsigned(s >= 0) << i;
+  }
+  // B row j = r0 + 16 i: gate_up: i < 8 gate row n0 + j, else up row N + n0 + j - 128; down: row n0 + j.
+  const int64_t b_step = int64_t(16) * Kd;
+  const bf16* b_lo = wexp + int64_t(n0 + r0) * Kd + c * 8;
+  const bf16* b_hi = kGateUp ? b_lo + int64_t(p.N) * Kd : b_lo + 8 * b_step;
+  unsigned b_ok = 0;
+#pragma unroll
+  for (int i = 0; i < BN / 16; ++i) b_ok |= unsigned(n0 + r0 + 16 * (kGateUp ? i % 8 : i) < p.N) << i;
+  auto issue = [&](int buf, int k0) {
+    const unsigned dst = dst0 + unsigned(buf * kWgStageBytes);
+    const bool kok = k0 + c * 8 < Kd;
+#pragma unroll
+    for (int i = 0; i < BM / 16; ++i) {
+      const bool ok = kok && (a_ok >> i & 1u);
+      cp_async_16_s(dst + unsigned(16 * i * kWgRow), ok ? a_src[i] + k0 : p.a, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < BN / 16; ++i) {
+      const bool ok = kok && (b_ok >> i & 1u);
+      const bf16* src = (i < 8 ? b_lo + i * b_step : b_hi + (i - 8) * b_step) + k0;
+      cp_async_16_s(dst + unsigned((BM + 16 * i) * kWgRow), ok ? src : p.a, ok);
+    }
+  };
+
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+  const int n_k = (Kd + 63) / 64;
+#pragma unroll
+  for (int s = 0; s < kWgStages - 1; ++s) {
+    if (s < n_k) issue(s, s * 64);
+    cp_async_commit();
+  }
+  for (int it = 0; it < n_k; ++it) {
+    cp_async_wait<kWgStages - 2>();  // this thread's pieces of stage `it` landed
+    fence_proxy_async_smem();        // ... and are visible to the tensor cores' (async) reads
+    __syncthreads();                 // everyone's are
+    const unsigned sa = sbase + unsigned((it % kWgStages) * kWgStageBytes), sb = sa + unsigned(BM * kWgRow);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_m64n256k16_bf16(acc, wgmma_desc_sw128(sa + 32 * kk), wgmma_desc_sw128(sb + 32 * kk), 1);
+    wgmma_commit();
+    wgmma_wait<1>();  // the previous stage's MMAs are done: its buffer can be refilled
+    __syncthreads();
+    const int nx = it + kWgStages - 1;
+    if (nx < n_k) issue(nx % kWgStages, nx * 64);
+    cp_async_commit();
+  }
+  wgmma_wait<0>();
+  cp_async_wait<0>();
+
+  // Epilogue: acc[4j + q] = row 16 warp + g + 8 (q >> 1), column 8j + 2t + (q & 1) of the tile.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = 16 * warp + g + 8 * h;
+    if (row_src[r] < 0) continue;
+    if (kGateUp) {
+      bf16* act = static_cast<bf16*>(p.out) + int64_t(off + m0 + r) * p.N;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const int n = n0 + 8 * j + 2 * t;
+        if (n >= p.N) continue;  // N even: n + 1 < N too
+        const float g0 = acc[4 * j + 2 * h], g1 = acc[4 * j + 2 * h + 1];
+        const float u0 = acc[4 * (j + 16) + 2 * h], u1 = acc[4 * (j + 16) + 2 * h + 1];
+        *reinterpret_cast<__nv_bfloat162*>(act + n) =
+            __floats2bfloat162_rn(g0 / (1.0f + expf(-g0)) * u0, g1 / (1.0f + expf(-g1)) * u1);
+      }
+    } else {
+      const int mem = row_mem[r];
+      const float wt = p.weights[mem];
+      float* y = static_cast<float*>(p.out) + int64_t(mem) * p.N;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const int n = n0 + 8 * j + 2 * t;
+        if (n >= p.N) continue;
+        *reinterpret_cast<float2*>(y + n) = make_float2(wt * acc[4 * j + 2 * h], wt * acc[4 * j + 2 * h + 1]);
+      }
+    }
+  }
+}
+
+template <bool kGateUp>
+Status launch_grouped_wgmma(GroupedArgs p, int n_sel, int E, cudaStream_t stream, const char* name) {
+  constexpr int kOutN = kGateUp ? kWgBN / 2 : kWgBN;
+  p.n_tiles_n = (p.N + kOutN - 1) / kOutN;
+  const int64_t m_tiles = (n_sel + kWgBM - 1) / kWgBM + std::min(E, n_sel);
+  const int64_t m_span = (m_tiles + kGroupM - 1) / kGroupM * kGroupM;
+  const int64_t blocks = m_span * p.n_tiles_n;
+  if (blocks > INT32_MAX) return invalid_argument(std::string(name) + ": too many tiles");
+  auto* fn = moe_grouped_wgmma_kernel<kGateUp>;
+  MS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWgSmem)));
+  fn<<<static_cast<unsigned>(blocks), 128, kWgSmem, stream>>>(p);
+  MS_CUDA_LAUNCH_CHECK(name);
+  return Status::ok();
+}
+
+std::atomic<int>& gemm_kernel_choice() {
+  static std::atomic<int> choice{[] {
+    const char* e = std::getenv("MEGASERVE_MOE_GEMM");
+    return e && std::string(e) == "wgmma" ? static_cast<int>(MoeGemmKernel::kWgmma)
+                                          : static_cast<int>(MoeGemmKernel::kMma);
+  }()};
+  return choice;
+}
+
 template <bool kGateUp>
 Status launch_grouped(const GroupedArgs& p, int n_sel, int E, cudaStream_t stream, const char* name) {
+  if (moe_gemm_kernel() == MoeGemmKernel::kWgmma) return launch_grouped_wgmma<kGateUp>(p, n_sel, E, stream, name);
   return launch_grouped_t<kGateUp, 2, 2>(p, n_sel, E, stream, name);
 }
 
 }  // namespace
+
+void set_moe_gemm_kernel(MoeGemmKernel k) { gemm_kernel_choice().store(static_cast<int>(k)); }
+MoeGemmKernel moe_gemm_kernel() { return static_cast<MoeGemmKernel>(gemm_kernel_choice().load()); }
 
 Status launch_moe_grouped_gate_up(const void* h, const void* gate_up, int H, int I, int T, int K, int E,
                                   const MoePlan& plan, void* act, cudaStream_t stream) {
