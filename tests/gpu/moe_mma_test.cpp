@@ -145,9 +145,10 @@ TEST_P(MoeGroupedGemm, MatchesRef) {
   }
   // Fewer than one tile in total (a prefill of 9 tokens, top-2 of 8), all grid blocks but a few empty.
   run_grouped_case({9, 2, 8, 64, 32, skewed_ids(9, 2, 8, 96)});
-  // The wgmma kernel's 256-wide tiles: N = 300 (gate/up: 3 tiles of 128, the last mostly empty; down: 2 of
-  // 256) with K = 136 (two 64-wide stages and a partial third).
-  run_grouped_case({70, 2, 8, 136, 300, skewed_ids(70, 2, 8, 97)});
+  // The wgmma kernel's 256-wide tiles: I = 296 (gate/up: 3 tiles of 128 outputs, the last 40 wide; down: K of
+  // 4 stages and a partial fifth), H = 136 (down: one tile of 256 outputs, 136 used; gate/up: K of 2 stages
+  // and a partial third).
+  run_grouped_case({70, 2, 8, 136, 296, skewed_ids(70, 2, 8, 97)});
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, MoeGroupedGemm, ::testing::Values(MoeGemmKernel::kMma, MoeGemmKernel::kWgmma),
