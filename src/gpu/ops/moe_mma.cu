@@ -446,8 +446,8 @@ Status launch_grouped_wgmma(GroupedArgs p, int n_sel, int E, cudaStream_t stream
 std::atomic<int>& gemm_kernel_choice() {
   static std::atomic<int> choice{[] {
     const char* e = std::getenv("MEGASERVE_MOE_GEMM");
-    return e && std::string(e) == "wgmma" ? static_cast<int>(MoeGemmKernel::kWgmma)
-                                          : static_cast<int>(MoeGemmKernel::kMma);
+    return e && std::string(e) == "mma" ? static_cast<int>(MoeGemmKernel::kMma)
+                                        : static_cast<int>(MoeGemmKernel::kWgmma);
   }()};
   return choice;
 }
