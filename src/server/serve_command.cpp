@@ -32,7 +32,7 @@ Flags serve_flags() {
       .add("served-model-name", "model id in the API (default: the model directory's name)")
       .add("backend", "ref (fp32 CPU) or layered (CUDA)", "ref")
       .add("max-batch", "decode rows per step, 1..8", "8")
-      .add("prefill-chunk", "prompt tokens prefilled per step (0: 2048 on layered, its sub-step; 512 on ref)", "0")
+      .add("prefill-chunk", "prompt tokens prefilled per step", "512")
       .add("kv-cache-mb", "KV-cache memory budget in MiB", "512")
       .add("block-size", "tokens per KV block", "64")
       .add("max-model-len", "context length limit (0: the model's)", "0")
@@ -135,7 +135,7 @@ Result<ServeConfig> parse_serve_args(const std::vector<std::string>& args, bool*
   };
   MS_RETURN_IF_ERROR(geti("port", 0, 65535, &c.http.port));
   MS_RETURN_IF_ERROR(geti("max-batch", 1, 8, &c.max_batch));
-  MS_RETURN_IF_ERROR(geti("prefill-chunk", 0, 1 << 20, &c.prefill_chunk));
+  MS_RETURN_IF_ERROR(geti("prefill-chunk", 1, 1 << 20, &c.prefill_chunk));
   MS_RETURN_IF_ERROR(geti("kv-cache-mb", 1, 1 << 24, &c.kv_cache_mb));
   MS_RETURN_IF_ERROR(geti("block-size", 1, 4096, &c.block_size));
   MS_RETURN_IF_ERROR(geti("max-model-len", 0, 1 << 24, &c.max_model_len));
@@ -156,12 +156,6 @@ Result<ServeConfig> parse_serve_args(const std::vector<std::string>& args, bool*
 #else
   if (c.backend != "ref") return invalid_argument("--backend must be ref (built without CUDA), got '" + c.backend + "'");
 #endif
-  // The layered backend prefills 2048 tokens per forward sub-step
-  // (LayeredBackendOptions::max_step_tokens); smaller chunks re-read every
-  // routed expert's weights per chunk (NMC on the H200: 512-token chunks run
-  // at 21.7K prompt tok/s, 2048-token ones at 32.5K) while a chunk holds the
-  // running decodes for ~63 ms instead of ~24 ms.
-  if (c.prefill_chunk == 0) c.prefill_chunk = c.backend == "layered" ? 2048 : 512;
   c.tool_call_parser = f.str("tool-call-parser");
   if (c.tool_call_parser != "auto") {
     auto fmt = parse_tool_call_format(c.tool_call_parser);

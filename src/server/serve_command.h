@@ -15,7 +15,7 @@ struct ServeConfig {
   std::string served_model_name;  // default: the model directory's base name
   std::string backend = "ref";    // ref | layered
   int max_batch = 8;
-  int prefill_chunk = 512;        // the flag's 0 resolves to 2048 (layered) or 512 (ref)
+  int prefill_chunk = 512;
   int kv_cache_mb = 512;
   int block_size = 64;
   int max_model_len = 0;          // 0: the model's

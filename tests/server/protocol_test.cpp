@@ -231,19 +231,6 @@ TEST(ServeFlags, ValidatesAndNamesTheFlag) {
   auto parser = parse_serve_args({"--model", model, "--tool-call-parser", "xml"}, &help);
   ASSERT_FALSE(parser.is_ok());
   EXPECT_NE(parser.status().message().find("tool-call-parser"), std::string::npos);
-  // Prefill chunk: the backend's default unless given (2048 = the layered backend's sub-step; 512 on ref).
-  EXPECT_EQ(ok->prefill_chunk, 512);
-  auto chunk = parse_serve_args({"--model", model, "--prefill-chunk", "100"}, &help);
-  ASSERT_TRUE(chunk.is_ok()) << chunk.status().message();
-  EXPECT_EQ(chunk->prefill_chunk, 100);
-  auto neg = parse_serve_args({"--model", model, "--prefill-chunk", "-1"}, &help);
-  ASSERT_FALSE(neg.is_ok());
-  EXPECT_NE(neg.status().message().find("prefill-chunk"), std::string::npos);
-#ifdef MEGASERVE_WITH_CUDA
-  auto layered = parse_serve_args({"--model", model, "--backend", "layered"}, &help);
-  ASSERT_TRUE(layered.is_ok()) << layered.status().message();
-  EXPECT_EQ(layered->prefill_chunk, 2048);
-#endif
 }
 
 }  // namespace
