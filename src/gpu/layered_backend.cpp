@@ -83,8 +83,12 @@ Status LayeredBackend::init_common(const ModelConfig& cfg, const LayeredBackendO
   MS_RETURN_IF_ERROR(need8(cfg_.head_dim, "head_dim"));
   const int hd = cfg_.head_dim;
   if (hd > 256 || (hd & (hd - 1)) != 0) return unimplemented("layered backend: head_dim must be a power of two <= 256");
-  if (cfg_.n_heads % cfg_.n_kv_heads != 0 || cfg_.n_heads / cfg_.n_kv_heads > 32)
-    return unimplemented("layered backend: GQA group larger than 32");
+  // Prefill attention takes GQA groups up to 16 (the tensor-core kernel: 1, 2,
+  // 4, 8, 16; the CUDA-core one: a warp per row and head, <= 16 warps), so a
+  // larger group is refused here rather than at the first long prompt.
+  if (cfg_.n_heads % cfg_.n_kv_heads != 0 || cfg_.n_heads / cfg_.n_kv_heads > 16)
+    return unimplemented("layered backend: GQA group n_heads / n_kv_heads = " + std::to_string(cfg_.n_heads) + " / " +
+                         std::to_string(cfg_.n_kv_heads) + " is larger than 16");
   if (cfg_.dense_ffn > 0) MS_RETURN_IF_ERROR(need8(cfg_.dense_ffn, "intermediate_size"));
   if (cfg_.is_moe()) {
     MS_RETURN_IF_ERROR(need8(cfg_.moe_ffn, "moe_intermediate_size"));
@@ -648,6 +652,9 @@ Status LayeredBackend::profile_step(const std::vector<SeqWork>& batch,
   if (total > opt_.max_step_tokens)
     return invalid_argument("profile_step: " + std::to_string(total) + " tokens do not fit one sub-step of " +
                             std::to_string(opt_.max_step_tokens));
+  if (static_cast<int>(batch.size()) > opt_.max_seqs)
+    return invalid_argument("profile_step: " + std::to_string(batch.size()) + " sequences do not fit one sub-step of " +
+                            std::to_string(opt_.max_seqs));
   StepShape s;
   MS_RETURN_IF_ERROR(stage_metadata(batch, pieces, decode, &s));
   std::vector<ProfMark> marks;

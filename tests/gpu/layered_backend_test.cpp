@@ -643,6 +643,26 @@ INSTANTIATE_TEST_SUITE_P(Families, LayeredVsRef,
 
 // Full North Mini Code shape with random weights built on the device (~61 GB),
 // one decode step and a short benchmark (the numbers land in the test log).
+// Shapes the attention kernels cannot prefill are refused at create, naming
+// the setting, instead of failing at the first long prompt: GQA groups > 16.
+TEST(LayeredCreate, RejectsGqaGroupAbove16) {
+  MS_GPU_TEST_GUARD();
+  auto cfg = preset_config(Arch::kCohere2Moe, "tiny");
+  ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
+  ModelConfig c = *cfg;
+  c.n_heads = 32;  // head_dim 16: q width 512, kv width 16
+  c.n_kv_heads = 1;
+  ASSERT_TRUE(c.validate().is_ok()) << c.validate().to_string();
+  LayeredBackendOptions opt;
+  opt.kv_bytes = 1 << 20;
+  auto b = LayeredBackend::create_random(c, 1, opt);
+  ASSERT_FALSE(b.is_ok());
+  EXPECT_NE(b.status().message().find("GQA group"), std::string::npos) << b.status().to_string();
+  c.n_kv_heads = 2;  // group 16: accepted
+  auto ok = LayeredBackend::create_random(c, 1, opt);
+  EXPECT_TRUE(ok.is_ok()) << ok.status().to_string();
+}
+
 TEST(LayeredFull, NmcRandomWeightsDecodeAndBench) {
   MS_GPU_TEST_GUARD();
   auto cfg = preset_config(Arch::kCohere2Moe, "full");

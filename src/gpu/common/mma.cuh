@@ -78,6 +78,14 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+// Pins the accumulator registers of in-flight wgmmas: the compiler sees them
+// read and written here, so it neither moves them nor schedules other reads
+// of them across this point (use after the zero-fill and after wait_group).
+template <int N>
+__device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
 // Shared-memory writes of the generic proxy (st.shared, cp.async) made
 // visible to the async proxy that wgmma reads through.
 __device__ __forceinline__ void fence_proxy_async_smem() {

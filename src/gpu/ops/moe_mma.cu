@@ -373,6 +373,7 @@ __global__ void __launch_bounds__(128, 1) moe_grouped_wgmma_kernel(GroupedArgs p
   float acc[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+  wgmma_fence_operands(acc);
   const int n_k = (Kd + 63) / 64;
 #pragma unroll
   for (int s = 0; s < kWgStages - 1; ++s) {
@@ -396,6 +397,7 @@ __global__ void __launch_bounds__(128, 1) moe_grouped_wgmma_kernel(GroupedArgs p
     cp_async_commit();
   }
   wgmma_wait<0>();
+  wgmma_fence_operands(acc);  // the epilogue's reads of acc stay after the wait
   cp_async_wait<0>();
 
   // Epilogue: acc[4j + q] = row 16 warp + g + 8 (q >> 1), column 8j + 2t + (q & 1) of the tile.
