@@ -47,11 +47,54 @@ __device__ __forceinline__ int mma_split_chunk(int len, int max_splits) {
   return (chunk + kMmaStageKeys - 1) / kMmaStageKeys * kMmaStageKeys;
 }
 
+// q (two fp32, already in the log2 domain) -> the bf16x2 hi half and the
+// bf16x2 of what it misses (q = hi + lo to ~2^-17): A-fragment registers of
+// the hi/lo score MMAs.
+__device__ __forceinline__ void q_hilo(float2 v, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat162 h2 = __floats2bfloat162_rn(v.x, v.y);
+  const float2 hf = __bfloat1622float2(h2);
+  hi = *reinterpret_cast<const uint32_t*>(&h2);
+  lo = pack_bf16(v.x - hf.x, v.y - hf.y);
+}
+
+// One K/V stage of kMmaStageKeys keys starting at t0 into shared memory
+// (K rows then V rows, KST = mma_kv_stride(HD) bf16 apart), a thread per
+// 16-byte piece; keys past s_hi (and unmapped blocks) are zero-filled so P V
+// never meets garbage. tab: the block-table slice starting at page tab_base
+// (staged in shared memory or in global); bs_shift = log2(block size) or -1.
+// Page and slot by shift and mask for power-of-two block sizes (the
+// runtime-divisor division and modulo were ~40 instructions of each of the 8
+// pieces a thread issues per stage).
+template <int HD, int THREADS>
+__device__ __forceinline__ void issue_kv_stage(bf16* ks, const AttnArgs& a, const bf16* kc, const bf16* vc, int bs,
+                                               int kh, const int32_t* tab, int tab_base, int bs_shift, int t0,
+                                               int s_hi, int tid) {
+  constexpr int KST = mma_kv_stride(HD), LPK = HD / 8;
+  bf16* vs = ks + kMmaStageKeys * KST;
+  const int c = tid % LPK;
+#pragma unroll
+  for (int j = tid / LPK; j < kMmaStageKeys; j += THREADS / LPK) {
+    const int p = t0 + j;
+    int64_t off = 0;
+    bool ok = false;
+    if (p < s_hi) {
+      const int pg = bs_shift >= 0 ? p >> bs_shift : p / bs, slot = bs_shift >= 0 ? p & (bs - 1) : p % bs;
+      const int32_t blk = tab[pg - tab_base];
+      if (blk >= 0) {
+        off = ((int64_t(blk) * a.nkv + kh) * bs + slot) * HD + c * 8;
+        ok = true;
+      }
+    }
+    cp_async_16(ks + j * KST + c * 8, kc + off, ok);
+    cp_async_16(vs + j * KST + c * 8, vc + off, ok);
+  }
+}
+
 // Grid (rows * nkv, max_splits), kMmaThreads threads, mma_smem_bytes(HD) of
 // dynamic shared memory. Requires G = nh / nkv <= 16, ldq even.
 template <int HD>
 __global__ void __launch_bounds__(kMmaThreads) paged_attention_decode_mma_kernel(AttnArgs a, int max_splits) {
-  constexpr int KST = mma_kv_stride(HD), NKS = HD / 16, NT = HD / 8, LPK = HD / 8;
+  constexpr int KST = mma_kv_stride(HD), NKS = HD / 16, NT = HD / 8;
   constexpr int STAGE = 2 * kMmaStageKeys * KST;  // bf16 per stage: K (64, KST) then V (64, KST)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* stages = reinterpret_cast<bf16*>(smem_raw);                                      // (kMmaStages, STAGE)
@@ -89,10 +132,7 @@ __global__ void __launch_bounds__(kMmaThreads) paged_attention_decode_mma_kernel
         if (r < G) v = *reinterpret_cast<const float2*>(qrow + r * HD + d);
         v.x *= qscale;
         v.y *= qscale;
-        const __nv_bfloat162 h2 = __floats2bfloat162_rn(v.x, v.y);
-        const float2 hf = __bfloat1622float2(h2);
-        qh[ks][i] = *reinterpret_cast<const uint32_t*>(&h2);
-        ql[ks][i] = pack_bf16(v.x - hf.x, v.y - hf.y);
+        q_hilo(v, qh[ks][i], ql[ks][i]);
       }
     }
   }
@@ -101,31 +141,8 @@ __global__ void __launch_bounds__(kMmaThreads) paged_attention_decode_mma_kernel
 
   const bf16* kc = static_cast<const bf16*>(a.k_cache);
   const bf16* vc = static_cast<const bf16*>(a.v_cache);
-  // Stage `buf` <- keys [t0, t0 + 64): a thread per 16-byte piece, keys past
-  // s_hi (and unmapped blocks) zero-filled so P V never meets garbage.
   auto issue = [&](int buf, int t0) {
-    bf16* ks = stages + buf * STAGE;
-    bf16* vs = ks + kMmaStageKeys * KST;
-    const int c = tid % LPK;
-#pragma unroll
-    for (int j = tid / LPK; j < kMmaStageKeys; j += kMmaThreads / LPK) {
-      const int p = t0 + j;
-      int64_t off = 0;
-      bool ok = false;
-      if (p < s_hi) {
-        // Page and slot of key p: shift and mask for power-of-two block sizes
-        // (the runtime-divisor division and modulo were ~40 instructions of
-        // each of the 8 pieces a thread issues per stage).
-        const int pg = bs_shift >= 0 ? p >> bs_shift : p / bs, slot = bs_shift >= 0 ? p & (bs - 1) : p % bs;
-        const int32_t blk = tab[pg - tab_base];
-        if (blk >= 0) {
-          off = ((int64_t(blk) * a.nkv + kh) * bs + slot) * HD + c * 8;
-          ok = true;
-        }
-      }
-      cp_async_16(ks + j * KST + c * 8, kc + off, ok);
-      cp_async_16(vs + j * KST + c * 8, vc + off, ok);
-    }
+    issue_kv_stage<HD, kMmaThreads>(stages + buf * STAGE, a, kc, vc, bs, kh, tab, tab_base, bs_shift, t0, s_hi, tid);
   };
 
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g, g + 8 (log2 domain); l: this lane's columns
@@ -339,7 +356,7 @@ constexpr int kMmaPrefillMaxRows = 128;  // the 8-warp variant
 template <int HD, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32, 8 / WARPS) paged_attention_prefill_mma_kernel(AttnArgs a) {
   constexpr int kThreads = WARPS * 32;
-  constexpr int KST = mma_kv_stride(HD), NKS = HD / 16, NT = HD / 8, LPK = HD / 8;
+  constexpr int KST = mma_kv_stride(HD), NKS = HD / 16, NT = HD / 8;
   constexpr int SK = kMmaStageKeys, SNT = SK / 8;  // keys per stage; n-tiles of S
   constexpr int STAGE = 2 * SK * KST;              // bf16 per stage: K (64, KST) then V (64, KST)
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -405,10 +422,7 @@ __global__ void __launch_bounds__(WARPS * 32, 8 / WARPS) paged_attention_prefill
         if (qrow[rr] != nullptr) v = *reinterpret_cast<const float2*>(qrow[rr] + d);
         v.x *= qscale;
         v.y *= qscale;
-        const __nv_bfloat162 h2 = __floats2bfloat162_rn(v.x, v.y);
-        const float2 hf = __bfloat1622float2(h2);
-        qh[ks][i] = *reinterpret_cast<const uint32_t*>(&h2);
-        ql[ks][i] = pack_bf16(v.x - hf.x, v.y - hf.y);
+        q_hilo(v, qh[ks][i], ql[ks][i]);
       }
     }
   }
@@ -417,28 +431,8 @@ __global__ void __launch_bounds__(WARPS * 32, 8 / WARPS) paged_attention_prefill
 
   const bf16* kc = static_cast<const bf16*>(a.k_cache);
   const bf16* vc = static_cast<const bf16*>(a.v_cache);
-  // Stage `buf` <- keys [t0, t0 + 64): a thread per 16-byte piece, keys past
-  // s_hi (and unmapped blocks) zero-filled so P V never meets garbage.
   auto issue = [&](int buf, int t0) {
-    bf16* ks = stages + buf * STAGE;
-    bf16* vs = ks + SK * KST;
-    const int c = tid % LPK;
-#pragma unroll
-    for (int j = tid / LPK; j < SK; j += kThreads / LPK) {
-      const int p = t0 + j;
-      int64_t off = 0;
-      bool ok = false;
-      if (p < s_hi) {
-        const int pg = bs_shift >= 0 ? p >> bs_shift : p / bs, slot = bs_shift >= 0 ? p & (bs - 1) : p % bs;
-        const int32_t blk = tab[pg - tab_base];
-        if (blk >= 0) {
-          off = ((int64_t(blk) * a.nkv + kh) * bs + slot) * HD + c * 8;
-          ok = true;
-        }
-      }
-      cp_async_16(ks + j * KST + c * 8, kc + off, ok);
-      cp_async_16(vs + j * KST + c * 8, vc + off, ok);
-    }
+    issue_kv_stage<HD, kThreads>(stages + buf * STAGE, a, kc, vc, bs, kh, tab, tab_base, bs_shift, t0, s_hi, tid);
   };
 
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g, g + 8 (log2 domain); l: this lane's columns

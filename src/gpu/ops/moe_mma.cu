@@ -68,20 +68,27 @@ struct GroupedArgs {
 };
 
 struct TileInfo {
+  int nt = 0;   // n-tile
   int m0 = 0;   // first row of the tile within its expert
   int e = 0;    // expert id
   int off = 0;  // the expert's first row in the gathered order
 };
 
-// Which routed expert owns m-tile mt (tiles of BM rows, numbered across
-// experts in plan order): warp 0 scans the per-expert tile counts; then the
-// tile's rows: row_src[r] = A row (gate_up: the member's token; down: its
-// gathered row) or -1 past the expert's count, row_mem[r] = the member.
-// Called by every thread; false (block-uniform) for blocks past the last tile.
+// The block's tile: m-tile mt and n-tile nt from the rasterised block index
+// (kGroupM m-tiles per n-tile, then the next n-tile); which routed expert owns
+// m-tile mt (tiles of BM rows, numbered across experts in plan order): warp 0
+// scans the per-expert tile counts; then the tile's rows: row_src[r] = A row
+// (gate_up: the member's token; down: its gathered row) or -1 past the
+// expert's count, row_mem[r] = the member. Called by every thread; false
+// (block-uniform) for blocks past the last tile.
 template <bool kGateUp, int BM>
-__device__ __forceinline__ bool setup_tile(const GroupedArgs& p, int mt, int32_t* row_src, int32_t* row_mem,
-                                           TileInfo* ti) {
+__device__ __forceinline__ bool setup_tile(const GroupedArgs& p, int32_t* row_src, int32_t* row_mem, TileInfo* ti) {
   __shared__ int tile_u, tile_m0;
+  const int64_t groups_span = int64_t(kGroupM) * p.n_tiles_n;
+  const int64_t bid = blockIdx.x;
+  const int grp = static_cast<int>(bid / groups_span), in_grp = static_cast<int>(bid % groups_span);
+  const int mt = grp * kGroupM + in_grp % kGroupM;
+  ti->nt = in_grp / kGroupM;
   const int tid = threadIdx.x, lane = tid & 31;
   if (tid < 32) {
     if (lane == 0) tile_u = -1;
@@ -139,15 +146,9 @@ __global__ void __launch_bounds__(WM * WN * 32, 8 / (WM * WN)) moe_grouped_mma_k
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int wm = warp / WN, wn = warp % WN;
 
-  // Tile coordinates from the rasterised block index.
-  const int64_t groups_span = int64_t(kGroupM) * p.n_tiles_n;
-  const int64_t bid = blockIdx.x;
-  const int grp = static_cast<int>(bid / groups_span), in_grp = static_cast<int>(bid % groups_span);
-  const int mt = grp * kGroupM + in_grp % kGroupM, nt = in_grp / kGroupM;
-
   TileInfo ti;
-  if (!setup_tile<kGateUp, BM>(p, mt, row_src, row_mem, &ti)) return;  // past the real tiles (block-uniform)
-  const int m0 = ti.m0, n0 = nt * kOutN, e = ti.e, off = ti.off;
+  if (!setup_tile<kGateUp, BM>(p, row_src, row_mem, &ti)) return;  // past the real tiles (block-uniform)
+  const int m0 = ti.m0, n0 = ti.nt * kOutN, e = ti.e, off = ti.off;
 
   const int Kd = p.Kd;
   const bf16* wexp = p.w + int64_t(e) * p.w_rows * Kd;
@@ -324,13 +325,9 @@ __global__ void __launch_bounds__(128, 1) moe_grouped_wgmma_kernel(GroupedArgs p
   __shared__ int32_t row_mem[BM];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
 
-  const int64_t groups_span = int64_t(kGroupM) * p.n_tiles_n;
-  const int64_t bid = blockIdx.x;
-  const int grp = static_cast<int>(bid / groups_span), in_grp = static_cast<int>(bid % groups_span);
-  const int mt = grp * kGroupM + in_grp % kGroupM, nt = in_grp / kGroupM;
   TileInfo ti;
-  if (!setup_tile<kGateUp, BM>(p, mt, row_src, row_mem, &ti)) return;  // past the real tiles (block-uniform)
-  const int m0 = ti.m0, n0 = nt * kOutN, off = ti.off, Kd = p.Kd;
+  if (!setup_tile<kGateUp, BM>(p, row_src, row_mem, &ti)) return;  // past the real tiles (block-uniform)
+  const int m0 = ti.m0, n0 = ti.nt * kOutN, off = ti.off, Kd = p.Kd;
   const bf16* wexp = p.w + int64_t(ti.e) * p.w_rows * Kd;
 
   // Loads: thread tid owns 16-byte chunk c = tid % 8 of rows r0 + 16 i of the
