@@ -67,6 +67,13 @@ struct GroupedArgs {
   void* out = nullptr;             // gate_up: act (n_sel, I) bf16; down: ybuf (n_sel, H) fp32
 };
 
+// act[0..1] = bf16(silu(g) * u) of two adjacent outputs, one rounding (as the
+// expert kernels and launch_swiglu).
+__device__ __forceinline__ void store_swiglu2(bf16* act, float g0, float g1, float u0, float u1) {
+  *reinterpret_cast<__nv_bfloat162*>(act) =
+      __floats2bfloat162_rn(g0 / (1.0f + expf(-g0)) * u0, g1 / (1.0f + expf(-g1)) * u1);
+}
+
 struct TileInfo {
   int nt = 0;   // n-tile
   int m0 = 0;   // first row of the tile within its expert
@@ -269,10 +276,8 @@ __global__ void __launch_bounds__(WM * WN * 32, 8 / (WM * WN)) moe_grouped_mma_k
         for (int j = 0; j < 4; ++j) {
           const int n = n0 + wn * 32 + j * 8 + 2 * t;
           if (n >= p.N) continue;  // N even: n + 1 < N too
-          const float g0 = acc[i][j][2 * h], g1 = acc[i][j][2 * h + 1];
-          const float u0 = acc[i][j + 4][2 * h], u1 = acc[i][j + 4][2 * h + 1];
-          *reinterpret_cast<__nv_bfloat162*>(act + n) =
-              __floats2bfloat162_rn(g0 / (1.0f + expf(-g0)) * u0, g1 / (1.0f + expf(-g1)) * u1);
+          store_swiglu2(act + n, acc[i][j][2 * h], acc[i][j][2 * h + 1], acc[i][j + 4][2 * h],
+                        acc[i][j + 4][2 * h + 1]);
         }
       } else {
         const int mem = row_mem[r];
@@ -408,10 +413,8 @@ __global__ void __launch_bounds__(128, 1) moe_grouped_wgmma_kernel(GroupedArgs p
       for (int j = 0; j < 16; ++j) {
         const int n = n0 + 8 * j + 2 * t;
         if (n >= p.N) continue;  // N even: n + 1 < N too
-        const float g0 = acc[4 * j + 2 * h], g1 = acc[4 * j + 2 * h + 1];
-        const float u0 = acc[4 * (j + 16) + 2 * h], u1 = acc[4 * (j + 16) + 2 * h + 1];
-        *reinterpret_cast<__nv_bfloat162*>(act + n) =
-            __floats2bfloat162_rn(g0 / (1.0f + expf(-g0)) * u0, g1 / (1.0f + expf(-g1)) * u1);
+        store_swiglu2(act + n, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], acc[4 * (j + 16) + 2 * h],
+                      acc[4 * (j + 16) + 2 * h + 1]);
       }
     } else {
       const int mem = row_mem[r];
