@@ -247,7 +247,11 @@ Status LayeredBackend::random_weights(uint64_t seed) {
 }
 
 Status LayeredBackend::alloc_runtime() {
-  // Weights derived from the loaded ones: the routers widened to fp32.
+  // Weights derived from the loaded ones: the routers widened to fp32. The
+  // uploads were cudaMemcpy from pageable memory on the legacy stream, which
+  // can return before the last DMA lands and does not order the non-blocking
+  // stream_: wait for the device first.
+  MS_CUDA_RETURN(cudaDeviceSynchronize());
   for (Layer& l : layers_)
     if (l.router.size()) MS_RETURN_IF_ERROR(launch_bf16_to_f32(l.router.get(), l.router.size(), l.router_f32.get(), stream_));
   const int64_t Tm = opt_.max_step_tokens, H = cfg_.hidden, qw = cfg_.q_width();
