@@ -34,6 +34,9 @@ timeout 200 $M bench prefill --random nmc-full --tokens 512,2K,8K,32K --iters 3 
   --json "$OUT/bench_prefill.json" 2>&1 | tail -60
 MEGASERVE_ATTN_PREFILL=simt timeout 100 $M bench prefill --random nmc-full --tokens 2K,8K --iters 2 \
   --json "$OUT/bench_prefill_attn_simt.json" 2>&1 | tail -4
+# The prefill attention with Q K^T on wgmma (opt-in until measured).
+MEGASERVE_ATTN_PREFILL=wgmma timeout 100 $M bench prefill --random nmc-full --tokens 2K,8K,32K --iters 3 \
+  --json "$OUT/bench_prefill_attn_wgmma.json" 2>&1 | tail -5
 if [ "${DC_PREFILL_KERNEL:-0}" = 1 ]; then
   MEGASERVE_MOE_PREFILL=kernel timeout 150 $M bench prefill --random nmc-full --tokens 512,2K,8K --iters 2 \
     --json "$OUT/bench_prefill_kernel.json" 2>&1 | tail -5

@@ -325,13 +325,19 @@ void run_attention_case(const AttnCase& c) {
                                       c.rows_per_tile * G <= 128;
   const AttnDecodeKernel saved_decode = attention_decode_kernel();
   const AttnPrefillKernel saved_prefill = attention_prefill_kernel();
-  for (bool mma : {true, false}) {
+  // Prefill also runs the wgmma variant of the tensor-core kernel (Q K^T on
+  // warpgroup MMAs; tiles of more than 64 rows fall back to the mma.sync one).
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool mma = variant != 2;
+    if (decode && variant == 1) continue;
     if (decode) {
       set_attention_decode_kernel(mma ? AttnDecodeKernel::kMma : AttnDecodeKernel::kSimt);
     } else {
-      set_attention_prefill_kernel(mma ? AttnPrefillKernel::kMma : AttnPrefillKernel::kSimt);
+      set_attention_prefill_kernel(variant == 0   ? AttnPrefillKernel::kMma
+                                   : variant == 1 ? AttnPrefillKernel::kWgmma
+                                                  : AttnPrefillKernel::kSimt);
     }
-    const char* name = mma ? "mma" : "simt";
+    const char* name = variant == 0 ? "mma" : variant == 1 ? "wgmma" : "simt";
     EXPECT_EQ(decode ? attention_decode_uses_mma(a) : attention_prefill_uses_mma(a), mma && mma_shape) << name;
     EXPECT_FALSE(decode ? attention_prefill_uses_mma(a) : attention_decode_uses_mma(a)) << name;
     if (!decode && !(mma && mma_shape) && G * c.rows_per_tile > 16) {
@@ -507,6 +513,10 @@ TEST(GpuOps, AttentionPrefillRowsPerTile) {
   EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 128, kAttnPrefillLongKeys), 16);
   EXPECT_EQ(attention_prefill_rows_per_tile(4, 4, 64, 40000), 128);
   EXPECT_EQ(attention_prefill_rows_per_tile(12, 4, 128, 40000), 5);
+  set_attention_prefill_kernel(AttnPrefillKernel::kWgmma);  // one warpgroup: 64-row tiles at any length
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 128, 100), 8);
+  EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 128, 40000), 8);
+  EXPECT_EQ(attention_prefill_rows_per_tile(12, 4, 128, 100), 5);
   set_attention_prefill_kernel(AttnPrefillKernel::kSimt);
   EXPECT_EQ(attention_prefill_rows_per_tile(32, 4, 128, 100), 2);
   EXPECT_EQ(attention_prefill_rows_per_tile(4, 4, 64, 100), 8);

@@ -513,8 +513,9 @@ Status launch_decode_mma(const AttnArgs& a, cudaStream_t stream) {
 std::atomic<int>& prefill_kernel_choice() {
   static std::atomic<int> choice{[] {
     const char* e = std::getenv("MEGASERVE_ATTN_PREFILL");
-    return static_cast<int>(e != nullptr && std::strcmp(e, "simt") == 0 ? AttnPrefillKernel::kSimt
-                                                                         : AttnPrefillKernel::kMma);
+    if (e != nullptr && std::strcmp(e, "simt") == 0) return static_cast<int>(AttnPrefillKernel::kSimt);
+    if (e != nullptr && std::strcmp(e, "wgmma") == 0) return static_cast<int>(AttnPrefillKernel::kWgmma);
+    return static_cast<int>(AttnPrefillKernel::kMma);
   }()};
   return choice;
 }
@@ -529,9 +530,15 @@ bool prefill_mma_shape(int nh, int nkv, int hd) {
 
 template <int HD>
 Status launch_prefill_mma(const AttnArgs& a, cudaStream_t stream) {
-  const size_t smem = mma_smem_bytes(HD);
   const bool eight = a.rows_per_tile * (a.nh / a.nkv) > kMmaPrefillRows;  // tiles of up to 128 rows
-  auto* fn = eight ? paged_attention_prefill_mma_kernel<HD, 8> : paged_attention_prefill_mma_kernel<HD, 4>;
+  // The wgmma variant (4 warps only): stages of unpadded, swizzled K rows plus
+  // 1024 bytes to align them.
+  const bool wg = attention_prefill_kernel() == AttnPrefillKernel::kWgmma && !eight;
+  const size_t smem = wg ? size_t(kMmaStages) * (kMmaStageKeys * HD + kMmaStageKeys * mma_kv_stride(HD)) * 2 +
+                               kMmaTabEnt * sizeof(int32_t) + 1024
+                         : mma_smem_bytes(HD);
+  auto* fn = wg ? paged_attention_prefill_mma_kernel<HD, 4, true>
+                : eight ? paged_attention_prefill_mma_kernel<HD, 8> : paged_attention_prefill_mma_kernel<HD, 4>;
   MS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   fn<<<dim3(a.n_tiles * a.nkv, a.splits), eight ? 256 : 128, smem, stream>>>(a);
   MS_CUDA_LAUNCH_CHECK("paged_attention_prefill_mma_kernel");
@@ -551,7 +558,7 @@ AttnPrefillKernel attention_prefill_kernel() { return static_cast<AttnPrefillKer
 
 bool attention_prefill_uses_mma(const AttnArgs& a) {
   const bool decode = a.rows_per_tile == 1 && a.n_tiles == a.rows;
-  return attention_prefill_kernel() == AttnPrefillKernel::kMma && !decode && prefill_mma_shape(a.nh, a.nkv, a.hd) &&
+  return attention_prefill_kernel() != AttnPrefillKernel::kSimt && !decode && prefill_mma_shape(a.nh, a.nkv, a.hd) &&
          a.rows_per_tile >= 1 && a.rows_per_tile * (a.nh / a.nkv) <= kMmaPrefillMaxRows && a.ldq % 2 == 0 &&
          int64_t(a.n_tiles) * a.nkv <= 0x7fffffff && a.splits >= 1 && a.splits <= 65535;
 }
@@ -559,6 +566,8 @@ bool attention_prefill_uses_mma(const AttnArgs& a) {
 int attention_prefill_rows_per_tile(int nh, int nkv, int hd, int64_t max_pos) {
   if (attention_prefill_kernel() == AttnPrefillKernel::kMma && prefill_mma_shape(nh, nkv, hd))
     return (max_pos >= kAttnPrefillLongKeys ? kMmaPrefillMaxRows : kMmaPrefillRows) / (nh / nkv);
+  if (attention_prefill_kernel() == AttnPrefillKernel::kWgmma && prefill_mma_shape(nh, nkv, hd))
+    return kMmaPrefillRows / (nh / nkv);  // one warpgroup: 64 rows
   const int G = nkv > 0 ? nh / nkv : 1;
   return std::max(1, std::min(8, 16 / std::max(G, 1)));
 }

@@ -69,11 +69,14 @@ bool attention_decode_uses_mma(const AttnArgs& a);
 // tiles that are not one per row) kernel choice, process-wide: kMma (default)
 // runs the tensor-core prefill kernel (attention_mma.cuh) for hd 64 / 128 and
 // GQA groups of 1, 2, 4, 8 or 16 with rows_per_tile * group <= 64, the
-// CUDA-core kernel otherwise; kSimt always runs the CUDA-core one.
-// MEGASERVE_ATTN_PREFILL=simt sets kSimt at start. Not synchronised with
+// CUDA-core kernel otherwise; kSimt always runs the CUDA-core one; kWgmma
+// runs the tensor-core kernel with Q K^T on warpgroup wgmma (64-row tiles;
+// written 2026-11-29 after the session's GPU time was spent: NOT yet run on a
+// GPU, hence not the default). MEGASERVE_ATTN_PREFILL=simt|wgmma sets the
+// choice at start. Not synchronised with
 // launches in flight: set it before a run (and before sizing tiles with
 // attention_prefill_rows_per_tile).
-enum class AttnPrefillKernel { kMma, kSimt };
+enum class AttnPrefillKernel { kMma, kSimt, kWgmma };
 void set_attention_prefill_kernel(AttnPrefillKernel k);
 AttnPrefillKernel attention_prefill_kernel();
 // Whether launch_paged_attention(a) runs the tensor-core prefill kernel.

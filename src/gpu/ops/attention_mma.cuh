@@ -58,19 +58,20 @@ __device__ __forceinline__ void q_hilo(float2 v, uint32_t& hi, uint32_t& lo) {
 }
 
 // One K/V stage of kMmaStageKeys keys starting at t0 into shared memory
-// (K rows then V rows, KST = mma_kv_stride(HD) bf16 apart), a thread per
-// 16-byte piece; keys past s_hi (and unmapped blocks) are zero-filled so P V
-// never meets garbage. tab: the block-table slice starting at page tab_base
+// (V rows KST = mma_kv_stride(HD) bf16 apart at vs; K rows the same at ks, or
+// with kSwizzleK in wgmma's K-major 128-byte-swizzled layout: HD / 64 slices
+// of 64 keys x 128 bytes, chunk c of key j's slice at chunk c ^ (j % 8); ks
+// 1024-byte aligned), a thread per 16-byte piece; keys past s_hi (and unmapped
+// blocks) are zero-filled so P V never meets garbage. tab: the block-table slice starting at page tab_base
 // (staged in shared memory or in global); bs_shift = log2(block size) or -1.
 // Page and slot by shift and mask for power-of-two block sizes (the
 // runtime-divisor division and modulo were ~40 instructions of each of the 8
 // pieces a thread issues per stage).
-template <int HD, int THREADS>
-__device__ __forceinline__ void issue_kv_stage(bf16* ks, const AttnArgs& a, const bf16* kc, const bf16* vc, int bs,
-                                               int kh, const int32_t* tab, int tab_base, int bs_shift, int t0,
+template <int HD, int THREADS, bool kSwizzleK = false>
+__device__ __forceinline__ void issue_kv_stage(bf16* ks, bf16* vs, const AttnArgs& a, const bf16* kc, const bf16* vc,
+                                               int bs, int kh, const int32_t* tab, int tab_base, int bs_shift, int t0,
                                                int s_hi, int tid) {
   constexpr int KST = mma_kv_stride(HD), LPK = HD / 8;
-  bf16* vs = ks + kMmaStageKeys * KST;
   const int c = tid % LPK;
 #pragma unroll
   for (int j = tid / LPK; j < kMmaStageKeys; j += THREADS / LPK) {
@@ -85,7 +86,10 @@ __device__ __forceinline__ void issue_kv_stage(bf16* ks, const AttnArgs& a, cons
         ok = true;
       }
     }
-    cp_async_16(ks + j * KST + c * 8, kc + off, ok);
+    if (kSwizzleK)
+      cp_async_16(ks + (c >> 3) * kMmaStageKeys * 64 + j * 64 + (((c & 7) ^ (j & 7)) << 3), kc + off, ok);
+    else
+      cp_async_16(ks + j * KST + c * 8, kc + off, ok);
     cp_async_16(vs + j * KST + c * 8, vc + off, ok);
   }
 }
@@ -142,7 +146,9 @@ __global__ void __launch_bounds__(kMmaThreads) paged_attention_decode_mma_kernel
   const bf16* kc = static_cast<const bf16*>(a.k_cache);
   const bf16* vc = static_cast<const bf16*>(a.v_cache);
   auto issue = [&](int buf, int t0) {
-    issue_kv_stage<HD, kMmaThreads>(stages + buf * STAGE, a, kc, vc, bs, kh, tab, tab_base, bs_shift, t0, s_hi, tid);
+    bf16* kst = stages + buf * STAGE;
+    issue_kv_stage<HD, kMmaThreads>(kst, kst + kMmaStageKeys * KST, a, kc, vc, bs, kh, tab, tab_base, bs_shift, t0,
+                                    s_hi, tid);
   };
 
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g, g + 8 (log2 domain); l: this lane's columns
@@ -353,15 +359,29 @@ constexpr int kMmaPrefillMaxRows = 128;  // the 8-warp variant
 // rows_per_tile * G <= 16 WARPS, ldq even, every tile's nrows >= 1.
 // WARPS = 4 (64 rows, 2 blocks per SM) or 8 (128 rows: each K/V stage serves
 // twice the rows; 1 block per SM at 246 registers).
-template <int HD, int WARPS>
+// kWg (WARPS = 4 only; MEGASERVE_ATTN_PREFILL=wgmma, NOT YET RUN ON A GPU):
+// S = Q K^T as warpgroup wgmma m64n64k16 with q's hi / lo fragments from
+// registers (the same A-fragment layout as mma.sync's) and K from shared
+// memory in the 128-byte-swizzled K-major layout (issue_kv_stage kSwizzleK);
+// one wgmma per k-step and half instead of eight mma.sync per warp. The whole
+// warpgroup computes S for every stage (wgmma is collective), warps whose rows
+// see none of its keys then skip softmax and P V as before. P V stays on
+// mma.sync with ldmatrix.trans on the padded V rows.
+template <int HD, int WARPS, bool kWg = false>
 __global__ void __launch_bounds__(WARPS * 32, 8 / WARPS) paged_attention_prefill_mma_kernel(AttnArgs a) {
+  static_assert(!kWg || WARPS == 4, "the wgmma variant is one warpgroup");
   constexpr int kThreads = WARPS * 32;
   constexpr int KST = mma_kv_stride(HD), NKS = HD / 16, NT = HD / 8;
   constexpr int SK = kMmaStageKeys, SNT = SK / 8;  // keys per stage; n-tiles of S
-  constexpr int STAGE = 2 * SK * KST;              // bf16 per stage: K (64, KST) then V (64, KST)
+  constexpr int KEL = kWg ? SK * HD : SK * KST;    // bf16 of a stage's K rows (kWg: swizzled, unpadded)
+  constexpr int STAGE = KEL + SK * KST;            // bf16 per stage: K then V (64, KST)
+  static_assert(!kWg || (KEL * 2) % 1024 == 0 && (STAGE * 2) % 1024 == 0, "wgmma tiles need 1024-byte alignment");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* stages = reinterpret_cast<bf16*>(smem_raw);                                      // (kMmaStages, STAGE)
-  int32_t* tab_s = reinterpret_cast<int32_t*>(smem_raw + size_t(kMmaStages) * STAGE * 2);  // (kMmaTabEnt)
+  unsigned char* smem_base = smem_raw;
+  if (kWg)  // launch_prefill_mma adds 1024 bytes of slack for this
+    smem_base += (1024u - (static_cast<unsigned>(__cvta_generic_to_shared(smem_raw)) & 1023u)) & 1023u;
+  bf16* stages = reinterpret_cast<bf16*>(smem_base);                                       // (kMmaStages, STAGE)
+  int32_t* tab_s = reinterpret_cast<int32_t*>(smem_base + size_t(kMmaStages) * STAGE * 2);  // (kMmaTabEnt)
 
   const int G = a.nh / a.nkv;
   const int tile_idx = blockIdx.x / a.nkv, kh = blockIdx.x % a.nkv, split = blockIdx.y;
@@ -432,7 +452,8 @@ __global__ void __launch_bounds__(WARPS * 32, 8 / WARPS) paged_attention_prefill
   const bf16* kc = static_cast<const bf16*>(a.k_cache);
   const bf16* vc = static_cast<const bf16*>(a.v_cache);
   auto issue = [&](int buf, int t0) {
-    issue_kv_stage<HD, kThreads>(stages + buf * STAGE, a, kc, vc, bs, kh, tab, tab_base, bs_shift, t0, s_hi, tid);
+    bf16* kst = stages + buf * STAGE;
+    issue_kv_stage<HD, kThreads, kWg>(kst, kst + KEL, a, kc, vc, bs, kh, tab, tab_base, bs_shift, t0, s_hi, tid);
   };
 
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g, g + 8 (log2 domain); l: this lane's columns
@@ -449,6 +470,7 @@ __global__ void __launch_bounds__(WARPS * 32, 8 / WARPS) paged_attention_prefill
   const int mi = lane >> 3;  // the ldmatrix matrix this lane addresses
   for (int it = 0; it < n_st; ++it) {
     cp_async_wait<kMmaStages - 2>();  // this thread's pieces of stage `it` landed
+    if (kWg) fence_proxy_async_smem();  // ... and are visible to wgmma's (async proxy) reads
     __syncthreads();                  // everyone's did; stage it - 1 is consumed
     {
       const int nx = it + kMmaStages - 1;
@@ -459,15 +481,30 @@ __global__ void __launch_bounds__(WARPS * 32, 8 / WARPS) paged_attention_prefill
     bool sees = false;
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) sees |= max(klo[rr], t0) < min(khi[rr], t0 + SK);
-    if (!__any_sync(0xffffffffu, sees)) continue;  // warp-uniform; the next barrier is at the loop top
     const bf16* ks = stages + (it % kMmaStages) * STAGE;
-    const bf16* vs = ks + SK * KST;
+    const bf16* vs = ks + KEL;
 
     // S (16 rows x 64 keys) = Q K^T; n-tile nt = keys [8 nt, 8 nt + 8) of the stage.
     float s[SNT][4];
 #pragma unroll
     for (int nt = 0; nt < SNT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-    {
+    if (kWg) {  // the warpgroup's 64 rows at once; s[nt][i] = d[4 nt + i] of the m64n64 accumulator
+      float(&sd)[SNT * 4] = *reinterpret_cast<float(*)[SNT * 4]>(&s[0][0]);
+      const unsigned kb = static_cast<unsigned>(__cvta_generic_to_shared(ks));
+      wgmma_fence_operands(sd);
+      wgmma_fence();
+#pragma unroll
+      for (int kst = 0; kst < NKS; ++kst) {
+        const uint64_t desc = wgmma_desc_sw128(kb + unsigned((kst >> 2) * SK * 128 + (kst & 3) * 32));
+        wgmma_m64n64k16_bf16_rs(sd, qh[kst], desc);
+        wgmma_m64n64k16_bf16_rs(sd, ql[kst], desc);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operands(sd);
+    }
+    if (!__any_sync(0xffffffffu, sees)) continue;  // warp-uniform; the next barrier is at the loop top
+    if (!kWg) {
       const bf16* kaddr = ks + ((lane & 7) + (mi >> 1) * 8) * KST + (mi & 1) * 8;
 #pragma unroll
       for (int kst = 0; kst < NKS; ++kst) {
