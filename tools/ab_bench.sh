@@ -8,10 +8,7 @@
 set -uo pipefail
 OUT="${OUT:-$PWD/ab_out}"
 mkdir -p "$OUT"
-extra=()
-if [ -d .deps ]; then extra+=(-DCMAKE_PREFIX_PATH="$PWD/.deps" -DCMAKE_INCLUDE_PATH="$PWD/.deps/include" -DCMAKE_LIBRARY_PATH="$PWD/.deps/lib"); fi
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASERVE_CUDA=ON \
-  -DCMAKE_CUDA_COMPILER="${CUDACXX:-/usr/local/cuda/bin/nvcc}" "${extra[@]}" > "$OUT/ab-configure.log" 2>&1
+tools/configure_gpu.sh "$OUT/ab-configure.log"
 ninja -C build-gpu -j16 test_gpu > "$OUT/ab-build.log" 2>&1 || { tail -40 "$OUT/ab-build.log"; exit 1; }
 for v in "$@"; do
   name="${v%%:*}"

@@ -8,12 +8,9 @@
 set -euo pipefail
 OUT="${OUT:-$PWD/gpu_check_out}"
 mkdir -p "$OUT"
-extra=()
-# cpp-httplib / pcre2 supplied under .deps/ on the device machine.
-if [ -d .deps ]; then extra+=(-DCMAKE_PREFIX_PATH="$PWD/.deps" -DCMAKE_INCLUDE_PATH="$PWD/.deps/include" -DCMAKE_LIBRARY_PATH="$PWD/.deps/lib"); fi
 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.mem --format=csv | tee "$OUT/gpu.txt" || true
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASERVE_CUDA=ON \
-  -DCMAKE_CUDA_COMPILER="${CUDACXX:-/usr/local/cuda/bin/nvcc}" "${extra[@]}" 2>&1 | tail -n 20 | tee "$OUT/configure.log"
+tools/configure_gpu.sh "$OUT/configure.log"  # cpp-httplib / pcre2 from .deps/ on the device machine
+tail -n 20 "$OUT/configure.log"
 ninja -C build-gpu -j16 test_gpu 2>&1 | tail -n 60 | tee "$OUT/build.log"
 test -x build-gpu/test_gpu
 set +e

@@ -9,12 +9,7 @@
 set -uo pipefail
 OUT="${OUT:-$PWD/prefill_ab_out}"
 mkdir -p "$OUT"
-if [ ! -f build-gpu/build.ninja ]; then
-  extra=()
-  if [ -d .deps ]; then extra+=(-DCMAKE_PREFIX_PATH="$PWD/.deps" -DCMAKE_INCLUDE_PATH="$PWD/.deps/include" -DCMAKE_LIBRARY_PATH="$PWD/.deps/lib"); fi
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASERVE_CUDA=ON \
-    -DCMAKE_CUDA_COMPILER="${CUDACXX:-/usr/local/cuda/bin/nvcc}" "${extra[@]}" > "$OUT/configure.log" 2>&1
-fi
+[ -f build-gpu/build.ninja ] || tools/configure_gpu.sh "$OUT/configure.log"
 ninja -C build-gpu -j16 megaserve > "$OUT/build_megaserve.log" 2>&1 || { tail -30 "$OUT/build_megaserve.log"; exit 1; }
 for v in "$@"; do
   name="${v%%:*}"
