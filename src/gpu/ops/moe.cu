@@ -481,7 +481,25 @@ struct MoeWalkerBase {
   }
 };
 
-struct MoeGateUpWalker : MoeWalkerBase {
+// first / next for stream_rows: the walk's entries (MoeWalkerBase), each
+// step's row pointers from the walker's make(Step&).
+template <class W>
+struct MoeWalkerSteps : MoeWalkerBase {
+  template <class Step>
+  __device__ __forceinline__ bool first(Step& s) {
+    if (!this->first_entry(s.en)) return false;
+    static_cast<const W*>(this)->make(s);
+    return true;
+  }
+  template <class Step>
+  __device__ __forceinline__ bool next(const Step& c, Step& s) const {
+    if (!this->next_entry(c.en, s.en)) return false;
+    static_cast<const W*>(this)->make(s);
+    return true;
+  }
+};
+
+struct MoeGateUpWalker : MoeWalkerSteps<MoeGateUpWalker> {
   static constexpr int kU = 4;
   const bf16* h;
   const bf16* gate_up;
@@ -501,16 +519,6 @@ struct MoeGateUpWalker : MoeWalkerBase {
     s.x = h + int64_t(s.en.sel / K) * H + k;
     s.len = H - k;
     s.last = s.en.r == rounds - 1;
-  }
-  __device__ __forceinline__ bool first(Step& s) {
-    if (!first_entry(s.en)) return false;
-    make(s);
-    return true;
-  }
-  __device__ __forceinline__ bool next(const Step& c, Step& s) const {
-    if (!next_entry(c.en, s.en)) return false;
-    make(s);
-    return true;
   }
   __device__ __forceinline__ void emit(const Step& s, float (&acc)[2]) const {
     const float gs = warp_sum(acc[0]), us = warp_sum(acc[1]);
@@ -625,7 +633,7 @@ __global__ void __launch_bounds__(kMoeWarps * 32, MR == 1 ? 3 : 2) moe_down_kern
 // item's) instead of 4 rows x 3 chunks one-shot at 102 registers.
 constexpr int kDownRowCols = 2;
 
-struct MoeDownWalker : MoeWalkerBase {
+struct MoeDownWalker : MoeWalkerSteps<MoeDownWalker> {
   static constexpr int kU = 3;
   const bf16* act;
   const bf16* down;
@@ -647,16 +655,6 @@ struct MoeDownWalker : MoeWalkerBase {
     s.x = act + int64_t(s.en.sel) * I + k;
     s.len = I - k;
     s.last = s.en.r == rounds - 1;
-  }
-  __device__ __forceinline__ bool first(Step& s) {
-    if (!first_entry(s.en)) return false;
-    make(s);
-    return true;
-  }
-  __device__ __forceinline__ bool next(const Step& c, Step& s) const {
-    if (!next_entry(c.en, s.en)) return false;
-    make(s);
-    return true;
   }
   __device__ __forceinline__ void emit(const Step& s, float (&acc)[kDownRowCols]) const {
     const int n0 = (s.en.q - (s.en.q / per_expert) * per_expert) * kDownRowCols;
