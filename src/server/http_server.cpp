@@ -1,8 +1,12 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <set>
 
 #include "core/log.h"
@@ -86,7 +90,11 @@ HttpServer::HttpServer(ServerContext& ctx, HttpOptions options)
   install_routes();
 }
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+  stop();
+  // httplib closes the listening socket only when it has listened on it.
+  if (!ran_ && listen_fd_ >= 0) ::close(listen_fd_);
+}
 
 void HttpServer::install_routes() {
   httplib::Server& s = *server_;
@@ -102,6 +110,15 @@ void HttpServer::install_routes() {
   s.set_keep_alive_timeout(options_.keep_alive_timeout_s);
   s.set_keep_alive_max_count(options_.keep_alive_max);
   s.set_tcp_nodelay(true);
+  // httplib's default socket options set SO_REUSEPORT, which lets a second
+  // server bind a port that one already listens on (the two then split the
+  // connections); SO_REUSEADDR only allows rebinding over TIME_WAIT. The
+  // callback also records the listening fd so bind() can raise its backlog.
+  s.set_socket_options([this](int fd) {
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd_ = fd;
+  });
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
@@ -330,17 +347,28 @@ Status HttpServer::bind() {
   if (options_.port == 0) {
     port_ = server_->bind_to_any_port(options_.host);
     if (port_ <= 0) return unavailable("cannot bind " + options_.host + " to any port");
-    return Status::ok();
+  } else {
+    if (!server_->bind_to_port(options_.host, options_.port)) {
+      return unavailable("cannot bind " + options_.host + ":" + std::to_string(options_.port) +
+                         " (in use, or no permission)");
+    }
+    port_ = options_.port;
   }
-  if (!server_->bind_to_port(options_.host, options_.port)) {
-    return unavailable("cannot bind " + options_.host + ":" + std::to_string(options_.port) +
-                       " (in use, or no permission)");
+  // httplib 0.11 listens with a backlog of 5: a burst of new connections
+  // (64 clients opening at once) overflows the accept queue and the kernel
+  // drops SYNs and handshake ACKs, so clients stall for retransmits. Calling
+  // listen() again on the bound socket resizes the queue.
+  if (listen_fd_ < 0 || ::listen(listen_fd_, options_.listen_backlog) != 0) {
+    return unavailable("cannot set the listen backlog of " + options_.host + ":" + std::to_string(port_) + ": " +
+                       std::strerror(errno));
   }
-  port_ = options_.port;
   return Status::ok();
 }
 
-void HttpServer::run() { server_->listen_after_bind(); }
+void HttpServer::run() {
+  ran_ = true;
+  server_->listen_after_bind();
+}
 
 void HttpServer::stop() {
   if (server_ && server_->is_running()) server_->stop();

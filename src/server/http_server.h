@@ -27,13 +27,16 @@ struct HttpOptions {
   int write_timeout_s = 30;             // a client not reading its stream for this long is dropped
   int keep_alive_timeout_s = 5;         // idle keep-alive connections are closed after this
   int keep_alive_max = 1000;            // requests per connection
+  int listen_backlog = 4096;            // pending connections the kernel queues (capped by somaxconn)
 };
 
 class HttpServer {
  public:
   HttpServer(ServerContext& ctx, HttpOptions options);
   ~HttpServer();
-  // Binds the socket (error naming host:port on failure); port() is then known.
+  // Binds the socket (error naming host:port on failure, also when another
+  // process listens there); port() is then known and the kernel queues up to
+  // listen_backlog connections until run() accepts them.
   Status bind();
   // Serves until stop(); call after bind().
   void run();
@@ -47,6 +50,8 @@ class HttpServer {
   HttpOptions options_;
   std::unique_ptr<httplib::Server> server_;
   int port_ = 0;
+  int listen_fd_ = -1;  // the listening socket, as httplib created it
+  bool ran_ = false;
 };
 
 // Constant-time comparison of the Authorization header against "Bearer <key>".

@@ -99,7 +99,9 @@ test(`load: ${CLIENTS} clients for ${SECONDS} s`, { timeout: (SECONDS + 180) * 1
         else await badOnce(rng, stats);
       } catch (e) {
         if (e.name === 'AbortError') continue;
-        stats.failures.push(String(e && e.stack || e));
+        // fetch reports socket errors as "fetch failed" with the reason in e.cause.
+        const cause = e && e.cause ? ` (cause: ${e.cause.code || ''} ${e.cause.message || e.cause})` : '';
+        stats.failures.push(String(e && e.stack || e) + cause);
       }
     }
   };
