@@ -191,6 +191,15 @@ int run_serve(const std::vector<std::string>& args) {
   };
   sigset_t sigs = block_shutdown_signals();
 
+  // The port is taken before the model loads (minutes for a large checkpoint),
+  // so a port in use fails at once; connections made meanwhile wait in the
+  // listen queue and are served once run() starts. The handlers read ctx only
+  // from then on.
+  Metrics metrics;
+  ServerContext ctx;
+  HttpServer http(ctx, cfg.http);
+  if (Status s = http.bind(); !s.is_ok()) return fail(s);
+
   auto model = load_model(cfg.model_dir, [](const std::string& m) { MS_LOG(Info) << "load: " << m; });
   if (!model.is_ok()) return fail(model.status());
   MS_LOG(Info) << "model: " << (*model)->config.summary();
@@ -234,8 +243,6 @@ int run_serve(const std::vector<std::string>& args) {
   auto engine = make_engine(std::move(backend.value()), eo, std::filesystem::absolute(cfg.model_dir).string());
   if (!engine.is_ok()) return fail(engine.status());
 
-  Metrics metrics;
-  ServerContext ctx;
   ctx.engine = engine->get();
   ctx.tokenizer = &tok.value();
   ctx.chat_template = chat_template ? &*chat_template : nullptr;
@@ -245,11 +252,6 @@ int run_serve(const std::vector<std::string>& args) {
   ctx.limits.vocab_size = std::min<int>(tok->vocab_size(), (*model)->config.vocab_size);
   ctx.limits.max_n = kMaxChoices;
 
-  HttpServer http(ctx, cfg.http);
-  if (Status s = http.bind(); !s.is_ok()) {
-    (*engine)->shutdown();
-    return fail(s);
-  }
   MS_LOG(Info) << "listening on http://" << cfg.http.host << ":" << http.port() << " (model '" << ctx.model_name
                << "', max_model_len " << ctx.engine->max_model_len() << ")";
   std::fprintf(stdout, "megaserve: listening on http://%s:%d\n", cfg.http.host.c_str(), http.port());

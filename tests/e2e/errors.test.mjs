@@ -1,8 +1,10 @@
 // Every error status: 400 (malformed, types, ranges, unknown parameters,
-// context length), 401 (API key), 404 (model, route), 405, 413, 429.
+// context length), 401 (API key), 404 (model, route), 405, 413, 429; and a
+// server started on a port already in use.
 import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, postJson, isApiError, MODEL } from './helpers.mjs';
+import { spawnSync } from 'node:child_process';
+import { startServer, postJson, isApiError, MODEL, BIN, MODEL_DIR } from './helpers.mjs';
 
 describe('validation errors', () => {
   let srv;
@@ -129,5 +131,20 @@ describe('queue full', () => {
       assert.equal(r.status, 200, r.text);
       assert.equal(r.json.usage.completion_tokens, 48);
     }
+  });
+});
+
+describe('port in use', () => {
+  let srv;
+  before(async () => { srv = await startServer(); });
+  after(async () => { await srv.stop(); });
+
+  test('a second server on a port the first listens on exits with an error naming the port', async () => {
+    const r = spawnSync(BIN, ['serve', '--model', MODEL_DIR, '--port', String(srv.port), '--log-level', 'warn'],
+                        { encoding: 'utf8', timeout: 120000 });
+    assert.notEqual(r.status, 0, r.stderr);
+    assert.match(r.stderr, new RegExp(`cannot bind 127\\.0\\.0\\.1:${srv.port}`));
+    // The first server still answers.
+    assert.equal((await fetch(srv.url + '/health')).status, 200);
   });
 });
