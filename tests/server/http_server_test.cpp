@@ -19,17 +19,19 @@
 namespace ms::server {
 namespace {
 
+HttpOptions on_port(int port) {
+  HttpOptions o;
+  o.port = port;
+  return o;
+}
+
 TEST(HttpServerBind, RefusesAPortAnotherServerListensOn) {
   ServerContext ctx;
-  HttpOptions a;
-  a.port = 0;
-  HttpServer first(ctx, a);
+  HttpServer first(ctx, on_port(0));
   ASSERT_TRUE(first.bind().is_ok());
   ASSERT_GT(first.port(), 0);
 
-  HttpOptions b;
-  b.port = first.port();
-  HttpServer second(ctx, b);
+  HttpServer second(ctx, on_port(first.port()));
   Status st = second.bind();
   ASSERT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("127.0.0.1:" + std::to_string(first.port())), std::string::npos) << st.message();
@@ -40,9 +42,7 @@ TEST(HttpServerBind, RefusesAPortAnotherServerListensOn) {
 // backlog of 5 only 6 would, the rest would wait on SYN retransmits.
 TEST(HttpServerBind, QueuesABurstOfConnections) {
   ServerContext ctx;
-  HttpOptions o;
-  o.port = 0;
-  HttpServer server(ctx, o);
+  HttpServer server(ctx, on_port(0));
   ASSERT_TRUE(server.bind().is_ok());
 
   constexpr int kClients = 64;
