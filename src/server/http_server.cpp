@@ -346,9 +346,13 @@ void HttpServer::install_routes() {
 Status HttpServer::bind() {
   if (options_.port == 0) {
     port_ = server_->bind_to_any_port(options_.host);
-    if (port_ <= 0) return unavailable("cannot bind " + options_.host + " to any port");
+    if (port_ <= 0) {
+      listen_fd_ = -1;  // httplib closed it
+      return unavailable("cannot bind " + options_.host + " to any port");
+    }
   } else {
     if (!server_->bind_to_port(options_.host, options_.port)) {
+      listen_fd_ = -1;  // httplib closed it
       return unavailable("cannot bind " + options_.host + ":" + std::to_string(options_.port) +
                          " (in use, or no permission)");
     }

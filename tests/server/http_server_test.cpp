@@ -31,10 +31,19 @@ TEST(HttpServerBind, RefusesAPortAnotherServerListensOn) {
   ASSERT_TRUE(first.bind().is_ok());
   ASSERT_GT(first.port(), 0);
 
-  HttpServer second(ctx, on_port(first.port()));
-  Status st = second.bind();
-  ASSERT_FALSE(st.is_ok());
-  EXPECT_NE(st.message().find("127.0.0.1:" + std::to_string(first.port())), std::string::npos) << st.message();
+  int reused = -1;
+  {
+    HttpServer second(ctx, on_port(first.port()));
+    Status st = second.bind();
+    ASSERT_FALSE(st.is_ok());
+    EXPECT_NE(st.message().find("127.0.0.1:" + std::to_string(first.port())), std::string::npos) << st.message();
+    // httplib closed the failed socket; the fd number it had is the lowest
+    // free one, so this takes it. Destroying `second` must leave it alone.
+    reused = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(reused, 0);
+  }
+  EXPECT_NE(fcntl(reused, F_GETFD), -1) << "the failed server closed an fd it no longer owned";
+  close(reused);
 }
 
 // Nothing accepts here (run() is never called), so every connection that
