@@ -1,0 +1,678 @@
+#include "mk/schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+namespace ms::mk {
+namespace {
+
+constexpr int kMinStagesPerSplit = 2;  // a split still overlaps its loads
+
+// Attention splits per (row, KV head) for rows attending up to `keys` keys:
+// about one split per SM over all (row, head) pairs, at least two stages each.
+int attention_splits(int keys, int rows, int n_kv, int n_sm) {
+  const int n_st = ceil_div(keys, kStageKeys) + 1;  // +1: stages are aligned to absolute positions
+  const int want = ceil_div(n_sm, rows * n_kv);
+  const int by_len = std::max(1, n_st / kMinStagesPerSplit);
+  return std::clamp(std::min(want, by_len), 1, kMaxSplits);
+}
+
+// Places instructions in one global order, each on the SM that the cost
+// model says finishes it first; per-SM lists keep the global order.
+class Placer {
+ public:
+  Placer(const ScheduleOptions& opt, const CounterLayout& ctr)
+      : opt_(opt), ctr_(ctr), busy_(opt.n_sm, 0.0), lists_(opt.n_sm), ready_(ctr.total + 1, 0.0) {
+    bw_sm_ = opt.device_bytes_per_ns / opt.n_sm;
+  }
+
+  double bw_sm() const { return bw_sm_; }
+  double overhead() const { return opt_.instr_overhead_ns; }
+
+  // Barrier ablation: every SM waits for the previous phase's instructions.
+  void begin_phase(int layer, int phase) {
+    if (!opt_.barrier_between_phases) return;
+    if (have_phase_) {
+      const double t = *std::max_element(busy_.begin(), busy_.end());
+      for (int s = 0; s < opt_.n_sm; ++s) {
+        Instruction b;
+        b.op = Opcode::kBarrier;
+        b.layer = static_cast<uint16_t>(layer);
+        b.wait[0] = {phase_counter_, 0};  // target filled by finish()
+        lists_[s].push_back(b);
+        busy_[s] = t;
+      }
+    }
+    phase_counter_ = ctr_.phase(layer, phase);
+    have_phase_ = true;
+  }
+
+  // Places `in` (cost in ns) and returns its SM.
+  int place(Instruction in, double cost_ns) {
+    if (opt_.barrier_between_phases && have_phase_) in.signal[1] = phase_counter_;
+    double r = 0;
+    for (const Wait& w : in.wait)
+      if (w.counter != kNoCounter && w.counter < ready_.size()) r = std::max(r, ready_[w.counter]);
+    int best = 0;
+    double best_t = 0;
+    for (int s = 0; s < opt_.n_sm; ++s) {
+      const double t = std::max(busy_[s], r) + cost_ns;
+      if (s == 0 || t < best_t) {
+        best = s;
+        best_t = t;
+      }
+    }
+    busy_[best] = best_t;
+    for (uint32_t c : in.signal)
+      if (c != kNoCounter) ready_[c] = std::max(ready_[c], best_t);
+    lists_[best].push_back(in);
+    return best;
+  }
+
+  // One instruction on every SM (claims, the LM head's ranges).
+  void place_on(int sm, Instruction in, double cost_ns) {
+    if (opt_.barrier_between_phases && have_phase_) in.signal[1] = phase_counter_;
+    double r = 0;
+    for (const Wait& w : in.wait)
+      if (w.counter != kNoCounter && w.counter < ready_.size()) r = std::max(r, ready_[w.counter]);
+    busy_[sm] = std::max(busy_[sm], r) + cost_ns;
+    for (uint32_t c : in.signal)
+      if (c != kNoCounter) ready_[c] = std::max(ready_[c], busy_[sm]);
+    lists_[sm].push_back(in);
+  }
+
+  // Water-filling estimate of dynamically claimed work: `bytes` spread over
+  // the SMs free from `ready` on; returns when it is all done.
+  double fill(double ready, double bytes) {
+    std::vector<double> a(opt_.n_sm);
+    for (int s = 0; s < opt_.n_sm; ++s) a[s] = std::max(busy_[s], ready);
+    std::vector<double> sorted = a;
+    std::sort(sorted.begin(), sorted.end());
+    double t = sorted[0], left = bytes;
+    for (int i = 0; i < opt_.n_sm && left > 0; ++i) {
+      const double next = i + 1 < opt_.n_sm ? sorted[i + 1] : INFINITY;
+      const double cap = (next - t) * (i + 1) * bw_sm_;
+      if (cap >= left) {
+        t += left / ((i + 1) * bw_sm_);
+        left = 0;
+      } else {
+        left -= cap;
+        t = next;
+      }
+    }
+    for (int s = 0; s < opt_.n_sm; ++s)
+      if (a[s] < t) busy_[s] = t;
+    return t;
+  }
+  double ready(uint32_t c) const { return ready_[c]; }
+  void set_ready(uint32_t c, double t) { ready_[c] = std::max(ready_[c], t); }
+  double makespan() const { return *std::max_element(busy_.begin(), busy_.end()); }
+  std::vector<std::vector<Instruction>>& lists() { return lists_; }
+
+ private:
+  const ScheduleOptions& opt_;
+  const CounterLayout& ctr_;
+  double bw_sm_ = 1;
+  std::vector<double> busy_;
+  std::vector<std::vector<Instruction>> lists_;
+  std::vector<double> ready_;
+  bool have_phase_ = false;
+  uint32_t phase_counter_ = kNoCounter;
+};
+
+Instruction make(Opcode op, int layer) {
+  Instruction in;
+  in.op = op;
+  in.layer = static_cast<uint16_t>(layer);
+  return in;
+}
+
+Instruction gemv(Opcode op, int layer, int tile0, int n_tiles, int kslice, uint32_t wait_ctr, uint32_t signal) {
+  Instruction in = make(op, layer);
+  in.gemv.tile0 = tile0;
+  in.gemv.n_tiles = n_tiles;
+  in.gemv.kslice = kslice;
+  in.wait[0] = {wait_ctr, 0};
+  in.signal[0] = signal;
+  return in;
+}
+
+// Expected distinct experts routed by `rows` rows picking top_k of E at random.
+double expected_experts(const Dims& d, int rows) {
+  return d.n_experts * (1.0 - std::pow(1.0 - double(d.top_k) / d.n_experts, rows));
+}
+
+enum Phase { kPNorm, kPRouter, kPRoute, kPQkv, kPAttn, kPCombine, kPOProj, kPNorm2, kPDenseGu, kPDenseDown, kPGu, kPDown };
+static_assert(kPDown < kPhasesPerLayer);
+
+class Builder {
+ public:
+  Builder(const Dims& d, const std::vector<LayerInfo>& layers, const ScheduleOptions& opt, Schedule* s)
+      : d_(d), layers_(layers), opt_(opt), s_(s), ctr_(s->counters), p_(opt, s->counters) {}
+
+  void build() {
+    const int L = d_.n_layers;
+    for (int l = 0; l < L; ++l) {
+      if (d_.parallel_block) {
+        norm(l, /*second=*/false);
+        if (layers_[l].moe) router_route(l, ctr_.norm(l));
+        attention_chain(l);
+        ffn_static(l, ctr_.norm(l));
+        if (layers_[l].moe) claims(l);
+      } else {
+        norm(l, false);
+        attention_chain(l);
+        norm(l, /*second=*/true);
+        if (layers_[l].moe) router_route(l, ctr_.norm2(l));
+        ffn_static(l, ctr_.norm2(l));
+        if (layers_[l].moe) claims(l);
+      }
+    }
+    final_and_head();
+  }
+
+ private:
+  // The counter the norm after layer l waits on for the FFN's output.
+  uint32_t ffn_done(int l) const { return layers_[l].moe ? ctr_.down_done(l) : ctr_.dense_down(l); }
+
+  void norm(int l, bool second) {
+    p_.begin_phase(l, second ? kPNorm2 : kPNorm);
+    for (int r = 0; r < opt_.rows; ++r) {
+      Instruction in = make(Opcode::kNorm, l);
+      in.rows.row = r;
+      if (second) {
+        in.flags |= kFlagNormSecond;
+        in.wait[0] = {ctr_.oproj(l), 0};
+        in.signal[0] = ctr_.norm2(l);
+      } else {
+        if (l > 0 && d_.parallel_block) {
+          in.wait[0] = {ctr_.oproj(l - 1), 0};
+          in.wait[1] = {ffn_done(l - 1), 0};
+        } else if (l > 0) {
+          in.wait[0] = {ffn_done(l - 1), 0};
+        }
+        in.signal[0] = ctr_.norm(l);
+      }
+      p_.place(in, 1.5 * p_.overhead());
+    }
+  }
+
+  void router_route(int l, uint32_t input) {
+    p_.begin_phase(l, kPRouter);
+    const double tile_bytes = double(kTileRows) * d_.hidden * 2;
+    for (int t = 0; t < router_tiles(d_); ++t)
+      p_.place(gemv(Opcode::kRouter, l, t, 1, 0, input, ctr_.router(l)), tile_bytes / p_.bw_sm() + p_.overhead());
+    p_.begin_phase(l, kPRoute);
+    Instruction in = make(Opcode::kRoute, l);
+    in.wait[0] = {ctr_.router(l), 0};
+    in.signal[0] = ctr_.route(l);
+    if (opt_.plant_stuck_wait && !planted_) {
+      in.wait[1] = {stuck_counter(), 1};
+      planted_ = true;
+    }
+    p_.place(in, 2 * p_.overhead());
+  }
+
+  uint32_t stuck_counter() const { return ctr_.never(); }
+
+  void attention_chain(int l) {
+    const Dims& d = d_;
+    p_.begin_phase(l, kPQkv);
+    const double tile_bytes = double(kTileRows) * d.hidden * 2;
+    // Group by group, so the first groups' attention can start while the
+    // last groups' QKV tiles still stream.
+    for (int g = 0; g < d.n_kv_heads; ++g)
+      for (int part = 0; part < 3; ++part) {
+        const RowRange rr = qkv_group_rows(d, g, part);
+        for (int t = rr.begin / kTileRows; t < ceil_div(rr.end, kTileRows); ++t) {
+          Instruction in = gemv(Opcode::kQkv, l, t, 1, 0, ctr_.norm(l), ctr_.qkv(l, g));
+          if (!planted_ && opt_.plant_stuck_wait && d.n_experts == 0) {
+            in.wait[1] = {stuck_counter(), 1};
+            planted_ = true;
+          }
+          p_.place(in, tile_bytes / p_.bw_sm() + p_.overhead());
+        }
+      }
+    p_.begin_phase(l, kPAttn);
+    const int n_splits = layers_[l].sliding ? s_->splits_sliding : s_->splits_full;
+    const int keys = layers_[l].sliding ? std::min(opt_.context, d.sliding_window) : opt_.context;
+    const double stage_bytes = 2.0 * kStageKeys * d.head_dim * 2;
+    const double split_stages = double(ceil_div(keys, kStageKeys) + 1) / n_splits;
+    for (int r = 0; r < opt_.rows; ++r)
+      for (int g = 0; g < d.n_kv_heads; ++g)
+        for (int sp = 0; sp < n_splits; ++sp) {
+          Instruction in = make(Opcode::kAttention, l);
+          in.attn = {r, g, sp, n_splits};
+          in.wait[0] = {ctr_.qkv(l, g), 0};
+          in.signal[0] = ctr_.attn(l, r, g);
+          p_.place(in, split_stages * stage_bytes / p_.bw_sm() + p_.overhead());
+        }
+    p_.begin_phase(l, kPCombine);
+    for (int r = 0; r < opt_.rows; ++r)
+      for (int g = 0; g < d.n_kv_heads; ++g) {
+        Instruction in = make(Opcode::kAttnCombine, l);
+        in.attn = {r, g, 0, n_splits};
+        in.wait[0] = {ctr_.attn(l, r, g), 0};
+        in.signal[0] = ctr_.combine(l, g);
+        p_.place(in, 1.5 * p_.overhead());
+      }
+    p_.begin_phase(l, kPOProj);
+    const double o_bytes = double(kTileRows) * d.group * d.head_dim * 2;
+    for (int g = 0; g < o_slices(d); ++g)
+      for (int t = 0; t < o_tiles(d); ++t)
+        p_.place(gemv(Opcode::kOProj, l, t, 1, g, ctr_.combine(l, g), ctr_.oproj(l)),
+                 o_bytes / p_.bw_sm() + p_.overhead());
+  }
+
+  // The dense FFN of a dense layer, or the shared expert of an MoE layer.
+  void ffn_static(int l, uint32_t input) {
+    const bool moe = layers_[l].moe;
+    const int width = moe ? d_.shared_ffn : d_.dense_ffn;
+    if (width == 0) return;
+    const uint16_t flag = moe ? kFlagShared : 0;
+    const uint32_t gu_ctr = moe ? ctr_.shared_gu(l) : ctr_.dense_gu(l);
+    const uint32_t down_ctr = moe ? ctr_.down_done(l) : ctr_.dense_down(l);
+    p_.begin_phase(l, kPDenseGu);
+    const double pair_bytes = double(kTileRows) * d_.hidden * 2;
+    for (int t = 0; t < pair_tiles(width); ++t) {
+      Instruction in = gemv(Opcode::kDenseGateUp, l, t, 1, 0, input, gu_ctr);
+      in.flags |= flag;
+      p_.place(in, pair_bytes / p_.bw_sm() + p_.overhead());
+    }
+    p_.begin_phase(l, kPDenseDown);
+    for (int j = 0; j < down_slices(width); ++j) {
+      const RowRange cols = down_slice_cols(width, j);
+      const double bytes = double(kTileRows) * (cols.end - cols.begin) * 2;
+      for (int t = 0; t < down_tiles(d_); ++t) {
+        Instruction in = gemv(Opcode::kDenseDown, l, t, 1, j, gu_ctr, down_ctr);
+        in.flags |= flag;
+        p_.place(in, bytes / p_.bw_sm() + p_.overhead());
+      }
+    }
+  }
+
+  void claims(int l) {
+    const Dims& d = d_;
+    const double n_exp = expected_experts(d, opt_.rows);
+    p_.begin_phase(l, kPGu);
+    const double route_t = p_.ready(ctr_.route(l));
+    const double gu_done = p_.fill(route_t + p_.overhead(), n_exp * 2.0 * d.moe_ffn * d.hidden * 2);
+    for (int s = 0; s < opt_.n_sm; ++s) {
+      Instruction in = make(Opcode::kExpertGateUp, l);
+      in.claim.max_claims = s_->gu_claims;
+      in.wait[0] = {ctr_.route(l), 1};
+      in.signal[0] = ctr_.gu_done(l, 0);  // + slot, per tile
+      p_.place_on(s, in, 0);
+    }
+    p_.begin_phase(l, kPDown);
+    const double down_done = p_.fill(route_t + 2 * p_.overhead(), n_exp * double(d.hidden) * d.moe_ffn * 2);
+    for (int s = 0; s < opt_.n_sm; ++s) {
+      Instruction in = make(Opcode::kExpertDown, l);
+      in.claim.max_claims = s_->down_claims;
+      in.flags |= kFlagWait1PlusSlot;
+      in.wait[0] = {ctr_.route(l), 1};
+      in.wait[1] = {ctr_.gu_done(l, 0), expert_gu_tiles(d)};
+      in.signal[0] = ctr_.down_done(l);  // per tile
+      p_.place_on(s, in, 0);
+    }
+    p_.set_ready(ctr_.down_done(l), std::max(gu_done, down_done));
+  }
+
+  void final_and_head() {
+    const int L = d_.n_layers;
+    p_.begin_phase(L, kPNorm);
+    for (int r = 0; r < opt_.rows; ++r) {
+      Instruction in = make(Opcode::kFinalNorm, L);
+      in.rows.row = r;
+      if (d_.parallel_block) {
+        in.wait[0] = {ctr_.oproj(L - 1), 0};
+        in.wait[1] = {ffn_done(L - 1), 0};
+      } else {
+        in.wait[0] = {ffn_done(L - 1), 0};
+      }
+      in.signal[0] = ctr_.final_norm_done();
+      p_.place(in, 1.5 * p_.overhead());
+    }
+    p_.begin_phase(L, kPQkv);
+    // Balanced contiguous vocabulary ranges, one instruction per SM.
+    const int n = lm_tiles(d_), S = opt_.n_sm;
+    const double tile_bytes = double(kTileRows) * d_.hidden * 2;
+    for (int s = 0; s < S; ++s) {
+      const int b = int(int64_t(n) * s / S), e = int(int64_t(n) * (s + 1) / S);
+      if (e <= b) continue;
+      Instruction in = gemv(Opcode::kLmHead, L, b, e - b, 0, ctr_.final_norm_done(), kNoCounter);
+      p_.place_on(s, in, (e - b) * tile_bytes / p_.bw_sm() + p_.overhead());
+    }
+    s_->estimated_ns = p_.makespan();
+  }
+
+ public:
+  // Static targets: the number of instructions signalling each counter. The
+  // per-tile signals of claim instructions are dynamic: "down done" waits
+  // also count kRoute's +1 (it adds 1 - routed experts x down tiles), and
+  // the per-expert gate/up counters were given their targets at creation.
+  void finish() {
+    std::vector<int32_t> count(ctr_.total + 1, 0);
+    auto& lists = p_.lists();
+    for (const auto& list : lists)
+      for (const Instruction& in : list)
+        for (int i = 0; i < 2; ++i) {
+          const uint32_t c = in.signal[i];
+          if (c == kNoCounter) continue;
+          const bool per_tile = i == 0 && (in.op == Opcode::kExpertGateUp || in.op == Opcode::kExpertDown);
+          if (!per_tile) ++count[c];
+        }
+    std::vector<bool> is_down_done(ctr_.total + 1, false);
+    for (int l = 0; l < d_.n_layers; ++l)
+      if (layers_[l].moe) is_down_done[ctr_.down_done(l)] = true;
+    for (auto& list : lists)
+      for (Instruction& in : list)
+        for (int i = 0; i < 2; ++i) {
+          Wait& w = in.wait[i];
+          if (w.counter == kNoCounter || w.counter == stuck_counter()) continue;
+          if (i == 1 && (in.flags & kFlagWait1PlusSlot)) continue;  // per-expert: set at creation
+          if (in.op == Opcode::kExpertGateUp || in.op == Opcode::kExpertDown) continue;  // route: target 1
+          w.target = count[w.counter] + (is_down_done[w.counter] ? 1 : 0);
+        }
+    s_->sm_begin.assign(1, 0);
+    s_->instrs.clear();
+    for (const auto& list : lists) {
+      s_->instrs.insert(s_->instrs.end(), list.begin(), list.end());
+      s_->sm_begin.push_back(static_cast<uint32_t>(s_->instrs.size()));
+    }
+  }
+
+ private:
+  const Dims& d_;
+  const std::vector<LayerInfo>& layers_;
+  const ScheduleOptions& opt_;
+  Schedule* s_;
+  const CounterLayout& ctr_;
+  Placer p_;
+  bool planted_ = false;
+};
+
+}  // namespace
+
+const char* opcode_name(Opcode op) {
+  switch (op) {
+    case Opcode::kNop: return "nop";
+    case Opcode::kNorm: return "norm";
+    case Opcode::kQkv: return "qkv";
+    case Opcode::kAttention: return "attention";
+    case Opcode::kAttnCombine: return "attn_combine";
+    case Opcode::kOProj: return "o_proj";
+    case Opcode::kRouter: return "router";
+    case Opcode::kRoute: return "route";
+    case Opcode::kExpertGateUp: return "expert_gate_up";
+    case Opcode::kExpertDown: return "expert_down";
+    case Opcode::kDenseGateUp: return "dense_gate_up";
+    case Opcode::kDenseDown: return "dense_down";
+    case Opcode::kFinalNorm: return "final_norm";
+    case Opcode::kLmHead: return "lm_head";
+    case Opcode::kBarrier: return "barrier";
+  }
+  return "unknown";
+}
+
+int context_bucket(int keys) {
+  int b = 1024;
+  while (b < keys) b *= 2;
+  return b;
+}
+
+Result<Schedule> build_schedule(const Dims& d, const std::vector<LayerInfo>& layers, const ScheduleOptions& opt) {
+  if (opt.rows < 1 || opt.rows > kMaxRows)
+    return invalid_argument("megakernel schedule: rows " + std::to_string(opt.rows) + " outside 1.." +
+                            std::to_string(kMaxRows));
+  if (opt.context < 1) return invalid_argument("megakernel schedule: context must be positive");
+  if (opt.n_sm < 1) return invalid_argument("megakernel schedule: n_sm must be positive");
+  if (static_cast<int>(layers.size()) != d.n_layers)
+    return invalid_argument("megakernel schedule: layer info for " + std::to_string(layers.size()) + " of " +
+                            std::to_string(d.n_layers) + " layers");
+  if (d.n_kv_heads < 1 || d.group < 1 || d.hidden < kTileRows)
+    return invalid_argument("megakernel schedule: bad model dimensions");
+  Schedule s;
+  s.opt = opt;
+  s.dims = d;
+  s.layers = layers;
+  s.counters = make_counter_layout(d, opt.rows);
+  s.splits_full = attention_splits(opt.context, opt.rows, d.n_kv_heads, opt.n_sm);
+  s.splits_sliding = d.sliding_window > 0
+                         ? attention_splits(std::min(opt.context, d.sliding_window), opt.rows, d.n_kv_heads, opt.n_sm)
+                         : s.splits_full;
+  if (d.n_experts > 0) {
+    const int slots = max_expert_slots(d, opt.rows);
+    s.gu_claims = static_cast<int>(std::ceil(opt.claim_factor * slots * expert_gu_tiles(d) / opt.n_sm));
+    s.down_claims = static_cast<int>(std::ceil(opt.claim_factor * slots * expert_down_tiles(d) / opt.n_sm));
+    s.gu_claims = std::max(s.gu_claims, ceil_div(slots * expert_gu_tiles(d), opt.n_sm));
+    s.down_claims = std::max(s.down_claims, ceil_div(slots * expert_down_tiles(d), opt.n_sm));
+  }
+  Builder b(d, layers, opt, &s);
+  b.build();
+  b.finish();
+  return s;
+}
+
+std::string describe(const Instruction& in) {
+  std::ostringstream o;
+  o << "L" << in.layer << " " << opcode_name(in.op);
+  switch (in.op) {
+    case Opcode::kNorm:
+    case Opcode::kFinalNorm:
+      o << " row " << in.rows.row << ((in.flags & kFlagNormSecond) ? " (second)" : "");
+      break;
+    case Opcode::kAttention:
+      o << " row " << in.attn.row << " kv " << in.attn.kv_head << " split " << in.attn.split << "/"
+        << in.attn.n_splits;
+      break;
+    case Opcode::kAttnCombine:
+      o << " row " << in.attn.row << " kv " << in.attn.kv_head << " of " << in.attn.n_splits << " splits";
+      break;
+    case Opcode::kExpertGateUp:
+    case Opcode::kExpertDown:
+      o << " up to " << in.claim.max_claims << " tiles";
+      break;
+    case Opcode::kRoute:
+    case Opcode::kBarrier:
+    case Opcode::kNop:
+      break;
+    default:
+      o << " tiles " << in.gemv.tile0 << "+" << in.gemv.n_tiles;
+      if (in.op == Opcode::kOProj || in.op == Opcode::kDenseDown) o << " slice " << in.gemv.kslice;
+      if (in.flags & kFlagShared) o << " (shared)";
+      break;
+  }
+  return o.str();
+}
+
+namespace {
+
+Status bad(const Instruction& in, int sm, const std::string& what) {
+  return internal_error("megakernel schedule: SM " + std::to_string(sm) + " " + describe(in) + ": " + what);
+}
+
+}  // namespace
+
+Status check_schedule(const Schedule& s) {
+  const Dims& d = s.dims;
+  const CounterLayout& c = s.counters;
+  const int R = s.opt.rows, L = d.n_layers;
+  if (s.sm_begin.empty() || s.sm_begin.front() != 0 || s.sm_begin.back() != s.instrs.size())
+    return internal_error("megakernel schedule: SM ranges do not cover the instruction list");
+  for (size_t i = 1; i < s.sm_begin.size(); ++i)
+    if (s.sm_begin[i] < s.sm_begin[i - 1]) return internal_error("megakernel schedule: SM ranges out of order");
+  // Coverage: how many times each unit of work appears.
+  std::map<std::tuple<int, int, int, int, int>, int> seen;  // (op, layer, a, b, c)
+  std::vector<int32_t> signals(c.total + 1, 0);
+  std::vector<int> claims_gu(L, 0), claims_down(L, 0);
+  for (int sm = 0; sm < s.n_sm(); ++sm) {
+    for (const Instruction& in : s.sm_list(sm)) {
+      if (static_cast<int>(in.op) <= 0 || static_cast<int>(in.op) >= kNumOpcodes) return bad(in, sm, "bad opcode");
+      if (in.layer > L) return bad(in, sm, "layer out of range");
+      for (const Wait& w : in.wait)
+        if (w.counter != kNoCounter && w.counter > uint32_t(c.total)) return bad(in, sm, "wait counter out of range");
+      for (int i = 0; i < 2; ++i) {
+        const uint32_t sc = in.signal[i];
+        if (sc == kNoCounter) continue;
+        if (sc >= uint32_t(c.total)) return bad(in, sm, "signal counter out of range");
+        const bool per_tile = i == 0 && (in.op == Opcode::kExpertGateUp || in.op == Opcode::kExpertDown);
+        if (!per_tile) ++signals[sc];
+      }
+      auto tiles = [&](int n_tiles) -> Status {
+        if (in.gemv.n_tiles < 1 || in.gemv.tile0 < 0 || in.gemv.tile0 + in.gemv.n_tiles > n_tiles)
+          return bad(in, sm, "tiles outside [0, " + std::to_string(n_tiles) + ")");
+        for (int t = in.gemv.tile0; t < in.gemv.tile0 + in.gemv.n_tiles; ++t)
+          ++seen[{int(in.op), in.layer, t, in.gemv.kslice, (in.flags & kFlagShared) ? 1 : 0}];
+        return Status::ok();
+      };
+      const bool head_op = in.op == Opcode::kFinalNorm || in.op == Opcode::kLmHead;
+      if (in.op != Opcode::kBarrier && head_op != (in.layer == L)) return bad(in, sm, "opcode in the wrong layer block");
+      switch (in.op) {
+        case Opcode::kNorm:
+        case Opcode::kFinalNorm:
+          if (in.rows.row < 0 || in.rows.row >= R) return bad(in, sm, "row out of range");
+          ++seen[{int(in.op), in.layer, in.rows.row, (in.flags & kFlagNormSecond) ? 1 : 0, 0}];
+          break;
+        case Opcode::kQkv:
+          MS_RETURN_IF_ERROR(tiles(qkv_tiles(d)));
+          for (int t = in.gemv.tile0; t < in.gemv.tile0 + in.gemv.n_tiles; ++t)
+            if (qkv_row_group(d, t * kTileRows) != qkv_row_group(d, std::min(t * kTileRows + kTileRows, d.qkv_width) - 1) ||
+                in.signal[0] != c.qkv(in.layer, qkv_row_group(d, t * kTileRows)))
+              return bad(in, sm, "QKV tile spans two KV groups or signals the wrong group");
+          break;
+        case Opcode::kOProj:
+          if (in.gemv.kslice < 0 || in.gemv.kslice >= o_slices(d)) return bad(in, sm, "k-slice out of range");
+          MS_RETURN_IF_ERROR(tiles(o_tiles(d)));
+          break;
+        case Opcode::kRouter:
+          if (!s.layers[in.layer].moe) return bad(in, sm, "router in a dense layer");
+          MS_RETURN_IF_ERROR(tiles(router_tiles(d)));
+          break;
+        case Opcode::kDenseGateUp:
+        case Opcode::kDenseDown: {
+          const bool shared = in.flags & kFlagShared;
+          if (shared != bool(s.layers[in.layer].moe)) return bad(in, sm, "dense FFN / shared expert mismatch");
+          const int width = shared ? d.shared_ffn : d.dense_ffn;
+          if (in.op == Opcode::kDenseGateUp) {
+            MS_RETURN_IF_ERROR(tiles(pair_tiles(width)));
+          } else {
+            if (in.gemv.kslice < 0 || in.gemv.kslice >= down_slices(width)) return bad(in, sm, "k-slice out of range");
+            MS_RETURN_IF_ERROR(tiles(down_tiles(d)));
+          }
+          break;
+        }
+        case Opcode::kLmHead:
+          MS_RETURN_IF_ERROR(tiles(lm_tiles(d)));
+          break;
+        case Opcode::kAttention:
+        case Opcode::kAttnCombine: {
+          const AttnFields& a = in.attn;
+          if (a.row < 0 || a.row >= R || a.kv_head < 0 || a.kv_head >= d.n_kv_heads || a.n_splits != s.splits(in.layer) ||
+              (in.op == Opcode::kAttention && (a.split < 0 || a.split >= a.n_splits)))
+            return bad(in, sm, "row / head / split out of range");
+          ++seen[{int(in.op), in.layer, a.row, a.kv_head, in.op == Opcode::kAttention ? a.split : 0}];
+          break;
+        }
+        case Opcode::kRoute:
+          if (!s.layers[in.layer].moe) return bad(in, sm, "route in a dense layer");
+          ++seen[{int(in.op), in.layer, 0, 0, 0}];
+          break;
+        case Opcode::kExpertGateUp:
+        case Opcode::kExpertDown:
+          if (!s.layers[in.layer].moe) return bad(in, sm, "expert claims in a dense layer");
+          if (in.claim.max_claims < 1) return bad(in, sm, "no claims");
+          (in.op == Opcode::kExpertGateUp ? claims_gu : claims_down)[in.layer] += in.claim.max_claims;
+          break;
+        case Opcode::kBarrier:
+        case Opcode::kNop:
+          break;
+      }
+    }
+  }
+  auto expect = [&](Opcode op, int layer, int a, int b, int cc, const char* what) -> Status {
+    auto it = seen.find({int(op), layer, a, b, cc});
+    const int n = it == seen.end() ? 0 : it->second;
+    if (n != 1)
+      return internal_error("megakernel schedule: layer " + std::to_string(layer) + " " + what + " " +
+                            std::to_string(a) + "/" + std::to_string(b) + "/" + std::to_string(cc) + " appears " +
+                            std::to_string(n) + " times (want 1)");
+    return Status::ok();
+  };
+  size_t units = 0;
+  for (int l = 0; l <= L; ++l) {
+    const bool head = l == L;
+    for (int r = 0; r < R; ++r) {
+      MS_RETURN_IF_ERROR(expect(head ? Opcode::kFinalNorm : Opcode::kNorm, l, r, 0, 0, "norm row"));
+      ++units;
+      if (!head && !d.parallel_block) {
+        MS_RETURN_IF_ERROR(expect(Opcode::kNorm, l, r, 1, 0, "second norm row"));
+        ++units;
+      }
+    }
+    if (head) {
+      for (int t = 0; t < lm_tiles(d); ++t, ++units) MS_RETURN_IF_ERROR(expect(Opcode::kLmHead, l, t, 0, 0, "LM-head tile"));
+      continue;
+    }
+    for (int t = 0; t < qkv_tiles(d); ++t, ++units) MS_RETURN_IF_ERROR(expect(Opcode::kQkv, l, t, 0, 0, "QKV tile"));
+    for (int g = 0; g < o_slices(d); ++g)
+      for (int t = 0; t < o_tiles(d); ++t, ++units) MS_RETURN_IF_ERROR(expect(Opcode::kOProj, l, t, g, 0, "O tile"));
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < d.n_kv_heads; ++g) {
+        for (int sp = 0; sp < s.splits(l); ++sp, ++units)
+          MS_RETURN_IF_ERROR(expect(Opcode::kAttention, l, r, g, sp, "attention split"));
+        MS_RETURN_IF_ERROR(expect(Opcode::kAttnCombine, l, r, g, 0, "combine"));
+        ++units;
+      }
+    const bool moe = s.layers[l].moe;
+    const int width = moe ? d.shared_ffn : d.dense_ffn;
+    const int shared = moe ? 1 : 0;
+    if (width > 0) {
+      for (int t = 0; t < pair_tiles(width); ++t, ++units)
+        MS_RETURN_IF_ERROR(expect(Opcode::kDenseGateUp, l, t, 0, shared, "FFN gate/up tile"));
+      for (int j = 0; j < down_slices(width); ++j)
+        for (int t = 0; t < down_tiles(d); ++t, ++units)
+          MS_RETURN_IF_ERROR(expect(Opcode::kDenseDown, l, t, j, shared, "FFN down tile"));
+    }
+    if (moe) {
+      for (int t = 0; t < router_tiles(d); ++t, ++units) MS_RETURN_IF_ERROR(expect(Opcode::kRouter, l, t, 0, 0, "router tile"));
+      MS_RETURN_IF_ERROR(expect(Opcode::kRoute, l, 0, 0, 0, "route"));
+      ++units;
+      const int slots = max_expert_slots(d, R);
+      if (claims_gu[l] < slots * expert_gu_tiles(d) || claims_down[l] < slots * expert_down_tiles(d))
+        return internal_error("megakernel schedule: layer " + std::to_string(l) +
+                              ": claim capacity below the largest expert queue");
+    }
+  }
+  if (units != seen.size()) return internal_error("megakernel schedule: instructions outside the model's work");
+  // Static targets equal the instructions that signal the counter.
+  for (int sm = 0; sm < s.n_sm(); ++sm)
+    for (const Instruction& in : s.sm_list(sm))
+      for (int i = 0; i < 2; ++i) {
+        const Wait& w = in.wait[i];
+        if (w.counter == kNoCounter) continue;
+        if (w.counter == c.never()) {
+          if (!s.opt.plant_stuck_wait) return bad(in, sm, "waits on the never-signalled counter");
+          continue;
+        }
+        if (in.op == Opcode::kExpertGateUp || in.op == Opcode::kExpertDown) {
+          const int want = i == 0 ? 1 : expert_gu_tiles(d);
+          if (w.target != want || (i == 0 && w.counter != c.route(in.layer)))
+            return bad(in, sm, "claim waits must be route >= 1 and gate/up done >= tiles per expert");
+          continue;
+        }
+        bool down_done = false;
+        for (int l = 0; l < L; ++l) down_done |= s.layers[l].moe && w.counter == c.down_done(l);
+        const int want = signals[w.counter] + (down_done ? 1 : 0);
+        if (w.target != want || want == 0)
+          return bad(in, sm, "waits for " + std::to_string(w.target) + " signals of counter " +
+                                 std::to_string(w.counter) + ", which " + std::to_string(signals[w.counter]) +
+                                 " instructions signal");
+      }
+  return Status::ok();
+}
+
+}  // namespace ms::mk

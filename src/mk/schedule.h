@@ -1,0 +1,89 @@
+// The schedule builder: the per-SM instruction lists of one decode step, for
+// one (row count, context bucket). Built on the host once per key and cached
+// by the executor; per step only the sequence lengths and block tables change
+// (they are read by the instructions from the step's metadata).
+//
+// Every layer's instructions are placed in one global order that respects the
+// dependencies (norm -> router -> route -> QKV -> attention -> combine ->
+// O-projection -> dense / shared FFN -> expert claims), each on the SM that a
+// cost model (bytes streamed per SM, dependency ready times) says finishes
+// it first. Each SM's list is that global order restricted to the SM, so the
+// lists can never deadlock: every wait's producers come earlier in the global
+// order, and every CTA is resident (one per SM). The expert work is not
+// placed: every SM gets one claim instruction per queue and layer, and takes
+// tiles from the device-built queue until it is empty (backfill: SMs that
+// finish their attention work early take more expert tiles).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "mk/counters.h"
+#include "mk/dims.h"
+#include "mk/instruction.h"
+
+namespace ms::mk {
+
+struct ScheduleOptions {
+  int rows = 1;        // decode rows of the step, 1..kMaxRows
+  int context = 1024;  // bucket: the longest key range (position + 1) of a row this schedule serves
+  int n_sm = 132;      // CTAs (one per SM)
+  // Ablation: a grid-wide barrier (kBarrier instructions waiting on phase
+  // counters) before every phase of every layer, to measure what the
+  // fine-grained dependencies buy.
+  bool barrier_between_phases = false;
+  // Debug (watchdog test): the first kRoute (or the first norm of a dense
+  // model) also waits on a counter nothing signals.
+  bool plant_stuck_wait = false;
+  // Each claim instruction may take up to ceil(claim_factor x queue
+  // capacity / n_sm) tiles, so SMs that are free early can take more than
+  // their share.
+  double claim_factor = 3.0;
+  // Cost model of the placement: HBM bytes per nanosecond of the whole
+  // device, and the fixed latency of an instruction (wait, activation load,
+  // signal) in nanoseconds.
+  double device_bytes_per_ns = 4600.0;
+  double instr_overhead_ns = 800.0;
+};
+
+struct Schedule {
+  ScheduleOptions opt;
+  Dims dims;
+  std::vector<LayerInfo> layers;
+  CounterLayout counters;
+  int splits_full = 1;     // attention splits per (row, KV head), full-attention layers
+  int splits_sliding = 1;  // sliding-window layers
+  int gu_claims = 0;       // max_claims of each expert gate/up claim instruction
+  int down_claims = 0;     // and of each expert down claim instruction
+  std::vector<uint32_t> sm_begin;  // (n_sm + 1): SM s runs instrs[sm_begin[s], sm_begin[s + 1])
+  std::vector<Instruction> instrs;
+  // Estimated step time of the cost model (ns): a sanity figure for logs.
+  double estimated_ns = 0;
+
+  int n_sm() const { return static_cast<int>(sm_begin.size()) - 1; }
+  std::span<const Instruction> sm_list(int sm) const {
+    return {instrs.data() + sm_begin[sm], instrs.data() + sm_begin[sm + 1]};
+  }
+  int splits(int layer) const { return layers[layer].sliding ? splits_sliding : splits_full; }
+};
+
+// The context bucket of a step whose longest row attends `keys` keys: the
+// next power of two >= max(keys, 1024).
+int context_bucket(int keys);
+
+// Builds the lists. Errors: rows or context out of range, unsupported dims.
+Result<Schedule> build_schedule(const Dims& d, const std::vector<LayerInfo>& layers, const ScheduleOptions& opt);
+
+// Static invariants (tests, and the executor in debug builds): lists cover
+// [0, instrs.size()) in order; every instruction's fields are in range; every
+// static wait target equals the number of instructions signalling that
+// counter; claim capacity covers the largest queue.
+Status check_schedule(const Schedule& s);
+
+// One line for logs and errors: "L3 attention row 0 kv 2 split 5/33".
+std::string describe(const Instruction& in);
+
+}  // namespace ms::mk

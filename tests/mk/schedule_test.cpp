@@ -1,0 +1,219 @@
+// The megakernel's schedule builder and execution model, on the CPU (CI):
+// every list built for the served shapes passes the static checks (coverage,
+// targets equal to signal counts, claim capacity), finishes under every
+// interleaving the machine tries (no deadlock, whatever the routing), is
+// deterministic, and a planted never-satisfied wait is reported as a
+// deadlock naming the counter.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "mk/machine.h"
+#include "mk/schedule.h"
+#include "model/config.h"
+
+namespace ms::mk {
+namespace {
+
+ModelConfig preset(Arch a, const char* size) {
+  auto c = preset_config(a, size);
+  EXPECT_TRUE(c.is_ok()) << c.status().to_string();
+  return *c;
+}
+
+ModelConfig demo_config() {
+  auto c = ModelConfig::from_file(std::string(MEGASERVE_SOURCE_DIR) + "/models/north-mini-demo/config.json");
+  EXPECT_TRUE(c.is_ok()) << c.status().to_string();
+  return *c;
+}
+
+Schedule build(const ModelConfig& cfg, int rows, int context, int n_sm, bool barrier = false, bool stuck = false) {
+  ScheduleOptions o;
+  o.rows = rows;
+  o.context = context;
+  o.n_sm = n_sm;
+  o.barrier_between_phases = barrier;
+  o.plant_stuck_wait = stuck;
+  auto s = build_schedule(make_dims(cfg, 64), make_layer_info(cfg), o);
+  EXPECT_TRUE(s.is_ok()) << s.status().to_string();
+  return *s;
+}
+
+// Routing stand-in: the number of routed experts per layer, from a seed
+// (between top_k and the most the rows can route to).
+MachineOps fake_ops(const Schedule& s, uint64_t seed, int* fixed_active = nullptr) {
+  MachineOps ops;
+  auto rng = std::make_shared<std::mt19937_64>(seed);
+  ops.route = [&s, rng, fixed_active](int, const Instruction&) -> Result<int> {
+    if (fixed_active) return *fixed_active;
+    const int lo = s.dims.top_k, hi = max_expert_slots(s.dims, s.opt.rows);
+    return std::uniform_int_distribution<int>(lo, hi)(*rng);
+  };
+  return ops;
+}
+
+TEST(MkSchedule, InstructionIsSixtyFourBytes) { EXPECT_EQ(sizeof(Instruction), 64u); }
+
+TEST(MkSchedule, ServedShapesPassTheStaticChecks) {
+  struct Case {
+    ModelConfig cfg;
+    const char* name;
+  };
+  std::vector<Case> cases = {{preset(Arch::kCohere2Moe, "full"), "nmc full"},
+                             {preset(Arch::kQwen3Moe, "full"), "qwen3_moe full"},
+                             {preset(Arch::kLlama, "full"), "llama full"},
+                             {preset(Arch::kQwen3, "full"), "qwen3 full"},
+                             {demo_config(), "demo"}};
+  for (const Case& c : cases)
+    for (int rows : {1, 3, 8})
+      for (int context : {1024, 8192, 65536})
+        for (int n_sm : {132, 7}) {
+          SCOPED_TRACE(std::string(c.name) + " rows " + std::to_string(rows) + " context " + std::to_string(context) +
+                       " SMs " + std::to_string(n_sm));
+          Schedule s = build(c.cfg, rows, context, n_sm);
+          Status st = check_schedule(s);
+          EXPECT_TRUE(st.is_ok()) << st.to_string();
+          EXPECT_EQ(s.n_sm(), n_sm);
+        }
+}
+
+TEST(MkSchedule, EveryInterleavingFinishesWhateverTheRouting) {
+  const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
+  const ModelConfig qwen = preset(Arch::kQwen3Moe, "full");
+  const ModelConfig demo = demo_config();
+  const ModelConfig llama = preset(Arch::kLlama, "full");
+  struct Case {
+    const ModelConfig* cfg;
+    int rows, context, n_sm;
+  };
+  for (const Case& c : std::vector<Case>{{&nmc, 1, 8192, 132},
+                                         {&nmc, 5, 4096, 16},
+                                         {&qwen, 2, 2048, 24},
+                                         {&demo, 8, 1024, 9},
+                                         {&demo, 3, 2048, 1},
+                                         {&llama, 4, 1024, 33}}) {
+    Schedule s = build(*c.cfg, c.rows, c.context, c.n_sm);
+    for (uint64_t seed : {0ull, 1ull, 2ull}) {
+      SCOPED_TRACE(arch_name(c.cfg->arch) + std::string(" rows ") + std::to_string(c.rows) + " SMs " +
+                   std::to_string(c.n_sm) + " seed " + std::to_string(seed));
+      MachineStats stats;
+      Status st = run_machine(s, fake_ops(s, seed + 11), {seed}, &stats);
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
+      if (c.cfg->is_moe()) {
+        int tiles = 0;
+        for (int t : stats.tiles_per_sm) tiles += t;
+        int want = 0;
+        for (int l = 0; l < c.cfg->n_layers; ++l)
+          want += stats.routed_experts[l] * (expert_gu_tiles(s.dims) + expert_down_tiles(s.dims));
+        EXPECT_EQ(tiles, want) << "every routed expert tile ran exactly once";
+      }
+    }
+  }
+}
+
+TEST(MkSchedule, MaxRoutedExpertsFitTheClaimCapacity) {
+  const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
+  Schedule s = build(nmc, 8, 1024, 20);
+  int all = max_expert_slots(s.dims, 8);
+  ASSERT_EQ(all, 64);
+  ASSERT_TRUE(run_machine(s, fake_ops(s, 0, &all), {3}).is_ok());
+  int fewest = s.dims.top_k;
+  ASSERT_TRUE(run_machine(s, fake_ops(s, 0, &fewest), {4}).is_ok());
+}
+
+TEST(MkSchedule, ListsAreDeterministic) {
+  const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
+  Schedule a = build(nmc, 3, 8192, 132), b = build(nmc, 3, 8192, 132);
+  ASSERT_EQ(a.instrs.size(), b.instrs.size());
+  EXPECT_EQ(a.sm_begin, b.sm_begin);
+  EXPECT_EQ(0, std::memcmp(a.instrs.data(), b.instrs.data(), a.instrs.size() * sizeof(Instruction)));
+}
+
+TEST(MkSchedule, BarrierAblationFinishes) {
+  const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
+  Schedule s = build(nmc, 2, 4096, 12, /*barrier=*/true);
+  Status st = check_schedule(s);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  int barriers = 0;
+  for (const Instruction& in : s.instrs) barriers += in.op == Opcode::kBarrier;
+  EXPECT_GT(barriers, nmc.n_layers * 12);
+  st = run_machine(s, fake_ops(s, 5), {7});
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+}
+
+TEST(MkSchedule, PlantedStuckWaitIsReportedAsADeadlock) {
+  for (const ModelConfig& cfg : {preset(Arch::kCohere2Moe, "full"), preset(Arch::kLlama, "full")}) {
+    Schedule s = build(cfg, 1, 1024, 8, false, /*stuck=*/true);
+    ASSERT_TRUE(check_schedule(s).is_ok());
+    Status st = run_machine(s, fake_ops(s, 1), {0});
+    ASSERT_FALSE(st.is_ok());
+    EXPECT_NE(st.message().find("deadlock"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("counter " + std::to_string(s.counters.never())), std::string::npos) << st.message();
+  }
+}
+
+TEST(MkSchedule, BrokenTargetsAreCaught) {
+  const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
+  Schedule s = build(nmc, 1, 1024, 16);
+  // An attention split that waits for one QKV instruction fewer than signal.
+  for (Instruction& in : s.instrs)
+    if (in.op == Opcode::kAttention) {
+      in.wait[0].target -= 1;
+      break;
+    }
+  EXPECT_FALSE(check_schedule(s).is_ok());
+  Schedule t = build(nmc, 1, 1024, 16);
+  // A QKV tile dropped: coverage fails.
+  for (Instruction& in : t.instrs)
+    if (in.op == Opcode::kQkv) {
+      in.op = Opcode::kBarrier;
+      in.signal[0] = kNoCounter;
+      break;
+    }
+  EXPECT_FALSE(check_schedule(t).is_ok());
+}
+
+TEST(MkSchedule, SplitsFollowTheContext) {
+  const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
+  Schedule a = build(nmc, 1, 8192, 132);
+  EXPECT_EQ(a.splits_full, 33);     // 4 KV heads x 33 splits ~ one split per SM
+  EXPECT_EQ(a.splits_sliding, 32);  // window 4096: 65 stages, at least two per split
+  Schedule b = build(nmc, 8, 8192, 132);
+  EXPECT_EQ(b.splits_full, 5);
+  Schedule c = build(nmc, 1, 1024, 132);
+  EXPECT_EQ(c.splits_full, 8);  // 17 stages: at least two per split
+}
+
+TEST(MkSchedule, SplitRangesCoverTheKeysOnce) {
+  for (int window : {0, 100, 4096})
+    for (int pos : {0, 1, 63, 64, 65, 1000, 8191, 9000})
+      for (int n : {1, 2, 7, 33}) {
+        std::vector<int> seen(pos + 1, 0);
+        int last = -1;
+        for (int s = 0; s < n; ++s) {
+          SplitRange r = split_range(pos, window, s, n);
+          for (int st = r.stage_begin; st < r.stage_end; ++st)
+            for (int k = st * kStageKeys; k < (st + 1) * kStageKeys; ++k)
+              if (k >= r.lo && k <= pos) ++seen[k];
+          if (r.stage_end > r.stage_begin) last = s;
+          EXPECT_EQ(r.last_split, split_range(pos, window, 0, n).last_split);
+        }
+        const int lo = window > 0 ? std::max(0, pos - window + 1) : 0;
+        for (int k = 0; k <= pos; ++k) ASSERT_EQ(seen[k], k >= lo ? 1 : 0) << "key " << k;
+        EXPECT_EQ(last, split_range(pos, window, 0, n).last_split);
+      }
+}
+
+TEST(MkSchedule, UnsupportedShapesAreNamed) {
+  ModelConfig c = preset(Arch::kCohere2Moe, "tiny");  // head_dim 16
+  Status st = check_supported(c, 64);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("head_dim"), std::string::npos);
+  EXPECT_TRUE(check_supported(preset(Arch::kCohere2Moe, "full"), 64).is_ok());
+  EXPECT_TRUE(check_supported(demo_config(), 64).is_ok());
+  EXPECT_FALSE(check_supported(preset(Arch::kCohere2Moe, "full"), 48).is_ok());
+}
+
+}  // namespace
+}  // namespace ms::mk
