@@ -13,7 +13,7 @@
 #ifdef MEGASERVE_WITH_CUDA
 #include "gpu/bench_decode.h"
 #include "gpu/common/device_info.h"
-#include "gpu/layered_backend.h"
+#include "gpu/gpu_backend.h"
 #endif
 
 namespace ms::cli {
@@ -39,7 +39,7 @@ Result<ModelConfig> random_config(const std::string& spec) {
 void add_model_flags(Flags& f) {
   f.add("model", "checkpoint directory", "")
       .add("random", "random weights of a preset shape built on the GPU: nmc-full, qwen3_moe-full, ...", "")
-      .add("backend", "layered (megakernel: not implemented yet)", "layered")
+      .add("backend", "cuda (the GPU backend; 'layered' is accepted as its old name)", "cuda")
       .add("block-size", "KV block size", "64")
       .add("seed", "random seed", "1")
       .add("json", "also write the result as JSON to this file", "");
@@ -56,8 +56,8 @@ int parse_bench_flags(Flags& f, const std::vector<std::string>& args, const char
     return 0;
   }
   if (f.str("model").empty() == f.str("random").empty()) return fail(invalid_argument("give exactly one of --model and --random"));
-  if (f.str("backend") == "megakernel") return fail(unimplemented("--backend megakernel is not implemented yet"));
-  if (f.str("backend") != "layered") return fail(invalid_argument("flag --backend: unknown backend '" + f.str("backend") + "'"));
+  if (f.str("backend") != "cuda" && f.str("backend") != "layered")
+    return fail(invalid_argument("flag --backend: unknown backend '" + f.str("backend") + "' (available: cuda)"));
   return -1;
 }
 
@@ -70,13 +70,12 @@ Status write_json_file(const std::string& path, const std::string& text) {
 }
 
 #ifdef MEGASERVE_WITH_CUDA
-// The layered backend on --model's checkpoint or --random's preset shape
-// (random weights built on the GPU), with `o` (block size set from the flags).
-Result<std::unique_ptr<gpu::LayeredBackend>> make_bench_backend(const Flags& f, const char* what, uint64_t seed,
-                                                                gpu::LayeredBackendOptions o,
-                                                                const std::function<void(const ModelConfig&,
-                                                                                         gpu::LayeredBackendOptions*)>&
-                                                                    size_for) {
+// The GPU backend on --model's checkpoint or --random's preset shape (random
+// weights built on the GPU), with `o` (block size set from the flags) and the
+// KV blocks `blocks_for` gives for the model.
+Result<std::unique_ptr<gpu::GpuBackend>> make_bench_backend(
+    const Flags& f, const char* what, uint64_t seed, gpu::GpuBackendOptions o,
+    const std::function<std::vector<int>(const ModelConfig&, int block_size)>& blocks_for) {
   std::unique_ptr<LoadedModel> model;
   ModelConfig cfg;
   if (!f.str("model").empty()) {
@@ -87,9 +86,9 @@ Result<std::unique_ptr<gpu::LayeredBackend>> make_bench_backend(const Flags& f, 
   } else {
     MS_ASSIGN_OR_RETURN(cfg, random_config(f.str("random")));
   }
-  size_for(cfg, &o);
+  o.kv_blocks = blocks_for(cfg, o.block_size);
   std::fprintf(stderr, "%s: %s\n", what, cfg.summary().c_str());
-  return model ? gpu::LayeredBackend::create(cfg, model->weights, o) : gpu::LayeredBackend::create_random(cfg, seed, o);
+  return model ? gpu::GpuBackend::create(cfg, model->weights, o) : gpu::GpuBackend::create_random(cfg, seed, o);
 }
 #endif
 
@@ -99,8 +98,19 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
   f.add("batch", "batch sizes, comma-separated (1..8)", "1,2,4,8")
       .add("context", "context lengths, comma-separated (K = 1024)", "1K,8K")
       .add("iters", "timed decode steps per point (median reported)", "30")
-      .add("warmup", "untimed steps per point", "5");
+      .add("warmup", "untimed steps per point", "5")
+      .add("decode-backend", "decode paths timed side by side, comma-separated: layered, megakernel",
+           "layered,megakernel")
+      .add("watchdog-ms", "megakernel: a dependency wait longer than this abandons the step", "2000")
+      .add("barrier-ablation", "megakernel: grid-wide barriers between the phases of every layer (ablation)", "",
+           true);
   if (int rc = parse_bench_flags(f, args, "bench decode"); rc >= 0) return rc;
+  std::vector<std::string> path_names;
+  for (size_t at = 0; at <= f.str("decode-backend").size();) {
+    const size_t comma = std::min(f.str("decode-backend").find(',', at), f.str("decode-backend").size());
+    path_names.push_back(f.str("decode-backend").substr(at, comma - at));
+    at = comma + 1;
+  }
   auto batches = parse_int_list("batch", f.str("batch"));
   auto contexts = parse_int_list("context", f.str("context"));
   if (!batches.is_ok()) return fail(batches.status());
@@ -113,22 +123,35 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
   auto warmup = f.integer("warmup", 0, 100000);
   auto block = f.integer("block-size", 1, 1024);
   auto seed = f.integer("seed", 0, INT64_MAX);
-  for (const auto* r : {&iters, &warmup, &block, &seed})
+  auto watchdog = f.integer("watchdog-ms", 1, 600000);
+  for (const auto* r : {&iters, &warmup, &block, &seed, &watchdog})
     if (!r->is_ok()) return fail(r->status());
 #ifdef MEGASERVE_WITH_CUDA
+  std::vector<gpu::DecodePath> paths;
+  for (const std::string& n : path_names) {
+    auto p = gpu::parse_decode_path(n);
+    if (!p.is_ok()) return fail(invalid_argument("flag --decode-backend: " + p.status().message()));
+    paths.push_back(*p);
+  }
   if (!gpu::has_gpu()) return fail(unavailable("bench decode needs a CUDA GPU; none is available"));
   int max_b = 1, max_c = 1;
   for (int64_t b : *batches) max_b = std::max<int>(max_b, static_cast<int>(b));
   for (int64_t c : *contexts) max_c = std::max<int>(max_c, static_cast<int>(c));
-  gpu::LayeredBackendOptions o;
+  gpu::GpuBackendOptions o;
   o.block_size = static_cast<int>(*block);
   o.max_context = max_c + 64;
+  o.decode = gpu::DecodePath::kLayered;
+  for (gpu::DecodePath p : paths)
+    if (p == gpu::DecodePath::kMegakernel) o.decode = p;  // the executor is created; each row picks its path
+  o.mk.watchdog_ms = *watchdog;
+  o.mk.barrier_between_phases = f.boolean("barrier-ablation");
   auto backend = make_bench_backend(f, "bench decode", static_cast<uint64_t>(*seed), o,
-                                    [&](const ModelConfig& cfg, gpu::LayeredBackendOptions* opt) {
-                                      opt->kv_bytes = gpu::kv_bytes_for(cfg, opt->block_size, max_b, max_c + 64);
+                                    [&](const ModelConfig& cfg, int bs) {
+                                      return gpu::kv_blocks_for(cfg, bs, max_b, max_c + 64);
                                     });
   if (!backend.is_ok()) return fail(backend.status());
   gpu::BenchDecodeOptions bo;
+  bo.paths = paths;
   bo.batches.clear();
   for (int64_t b : *batches) bo.batches.push_back(static_cast<int>(b));
   bo.contexts.clear();
@@ -170,13 +193,13 @@ int bench_prefill_cmd(const std::vector<std::string>& args) {
   if (!gpu::has_gpu()) return fail(unavailable("bench prefill needs a CUDA GPU; none is available"));
   int max_t = 1;
   for (int64_t t : *tokens) max_t = std::max<int>(max_t, static_cast<int>(t));
-  gpu::LayeredBackendOptions o;
+  gpu::GpuBackendOptions o;
   o.block_size = static_cast<int>(*block);
   o.max_context = max_t + o.block_size;
-  o.max_step_tokens = static_cast<int>(*step_tokens);
+  o.layered.max_step_tokens = static_cast<int>(*step_tokens);
   auto backend = make_bench_backend(f, "bench prefill", static_cast<uint64_t>(*seed), o,
-                                    [&](const ModelConfig& cfg, gpu::LayeredBackendOptions* opt) {
-                                      opt->kv_bytes = gpu::prefill_kv_bytes_for(cfg, opt->block_size, max_t);
+                                    [&](const ModelConfig& cfg, int bs) {
+                                      return gpu::prefill_kv_blocks_for(cfg, bs, max_t);
                                     });
   if (!backend.is_ok()) return fail(backend.status());
   gpu::BenchPrefillOptions bo;

@@ -19,7 +19,8 @@ int cmd_generate(const std::vector<std::string>& args) {
       .add("prompt", "prompt text (needs tokenizer.json in the model directory)", "")
       .add("prompt-ids", "prompt as comma-separated token ids", "")
       .add("max-tokens", "tokens to generate", "32")
-      .add("backend", "ref (fp32 CPU reference) | layered (CUDA, one kernel per op)", "ref")
+      .add("backend", "ref (fp32 CPU reference) | cuda (GPU; 'layered' is accepted as its old name)", "ref")
+      .add("decode-backend", "cuda: decode steps on the megakernel or the layered kernels", "layered")
       .add("prefill-chunk", "prompt tokens per step (0: whole prompt)", "0")
       .add("block-size", "KV block size in tokens", "64")
       .add("threads", "CPU threads for the ref backend (0: all)", "0")
@@ -73,6 +74,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   }
   BackendChoice bc;
   bc.name = f.str("backend");
+  bc.decode = f.str("decode-backend");
   bc.block_size = static_cast<int>(*block);
   bc.threads = static_cast<int>(*threads);
   size_t per_token = size_t(2) * (*model)->config.n_kv_heads * (*model)->config.head_dim * 4 * (*model)->config.n_layers;

@@ -31,6 +31,14 @@ KvSpec make_kv_spec(const ModelConfig& cfg, int block_size, size_t kv_bytes_budg
   return spec;
 }
 
+KvSpec make_kv_spec_blocks(const ModelConfig& cfg, int block_size, const std::vector<int>& blocks,
+                           size_t bytes_per_elem) {
+  KvSpec spec = make_kv_spec(cfg, block_size, 0, bytes_per_elem);
+  for (size_t g = 0; g < spec.groups.size(); ++g)
+    spec.groups[g].num_blocks = g < blocks.size() ? std::max(1, blocks[g]) : 1;
+  return spec;
+}
+
 Status validate_batch(const KvSpec& spec, const ModelConfig& cfg, const std::vector<SeqWork>& batch) {
   for (const auto& w : batch) {
     std::string who = "sequence " + std::to_string(w.seq_id);

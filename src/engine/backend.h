@@ -34,8 +34,14 @@ struct KvSpec {
   std::vector<int> layer_group;
 };
 
-// Builds the group layout of a model (one group per attention kind present).
+// Builds the group layout of a model (one group per attention kind present),
+// the budget split in proportion to each group's layers.
 KvSpec make_kv_spec(const ModelConfig& cfg, int block_size, size_t kv_bytes_budget, size_t bytes_per_elem);
+// The same layout with each group's block count given (groups in
+// make_kv_spec's order): for callers that know what every group needs, such
+// as a benchmark whose sliding layers need only a window per sequence.
+KvSpec make_kv_spec_blocks(const ModelConfig& cfg, int block_size, const std::vector<int>& blocks,
+                           size_t bytes_per_elem);
 
 // One sequence's work in a step.
 struct SeqWork {
@@ -63,12 +69,20 @@ struct SampleSpec {
   uint64_t seed = 0;                // per sequence: request seed + choice index
 };
 
+// What one step of a backend takes, reported by the backend (the engine
+// and the benchmarks size themselves from it, not from literals).
+struct BackendLimits {
+  int max_batch_rows = 8;   // sequences in one step (the engine's max_batch bound)
+  int max_decode_rows = 8;  // rows of a decode step that take the fast decode path (graph / megakernel)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
   virtual const ModelConfig& config() const = 0;
   virtual const KvSpec& kv_spec() const = 0;
+  virtual BackendLimits limits() const { return {}; }
   // Runs one forward step over the batch, writing K/V of the new tokens into
   // the cache and returning the requested logits. Errors leave the cache of
   // other sequences untouched.

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <functional>
 #include <random>
 #include <nlohmann/json.hpp>
 
@@ -54,26 +53,16 @@ Status make_batch(const KvSpec& kv, int batch, int context, std::vector<SeqWork>
   return Status::ok();
 }
 
-// KV budget (bytes) under make_kv_spec's proportional split (group g gets
-// budget / n_layers * |g|) such that every group has `blocks(g)` blocks.
-size_t kv_budget_for(const ModelConfig& cfg, int block_size, const std::function<int64_t(const KvGroupSpec&)>& blocks) {
-  KvSpec kv = make_kv_spec(cfg, block_size, 1, 2);
-  size_t budget = 0;
-  for (const auto& g : kv.groups) {
-    const size_t bytes = size_t(blocks(g)) * g.bytes_per_block;
-    budget = std::max(budget, (bytes + bytes / 64 + 1) / g.layers.size() * cfg.n_layers + cfg.n_layers * g.bytes_per_block);
-  }
-  return budget;
-}
-
 }  // namespace
 
-size_t kv_bytes_for(const ModelConfig& cfg, int block_size, int batch, int context) {
-  return kv_budget_for(cfg, block_size,
-                       [&](const KvGroupSpec& g) { return group_blocks(g, block_size, batch, context); });
+std::vector<int> kv_blocks_for(const ModelConfig& cfg, int block_size, int batch, int context) {
+  const KvSpec kv = make_kv_spec(cfg, block_size, 0, 2);
+  std::vector<int> blocks;
+  for (const auto& g : kv.groups) blocks.push_back(static_cast<int>(group_blocks(g, block_size, batch, context)));
+  return blocks;
 }
 
-Result<BenchDecodeResult> bench_decode(LayeredBackend& backend, const BenchDecodeOptions& opt) {
+Result<BenchDecodeResult> bench_decode(GpuBackend& backend, const BenchDecodeOptions& opt) {
   const ModelConfig& cfg = backend.config();
   const KvSpec& kv = backend.kv_spec();
   BenchDecodeResult res;
@@ -84,75 +73,98 @@ Result<BenchDecodeResult> bench_decode(LayeredBackend& backend, const BenchDecod
     MS_ASSIGN_OR_RETURN(BandwidthProbe p, probe_read_bandwidth());
     res.probe_gbs = p.read_gbs;
   }
-  MS_RETURN_IF_ERROR(backend.fill_kv_random(opt.seed));
   cudaStream_t st = backend.stream();
+  MS_RETURN_IF_ERROR(backend.model().fill_kv_random(opt.seed, st));
   const double H = cfg.hidden, qkvw = cfg.q_width() + 2.0 * cfg.kv_width();
   for (int batch : opt.batches) {
     for (int context : opt.contexts) {
-      BenchDecodeRow row;
-      row.batch = batch;
-      row.context = context;
       std::vector<SeqWork> work;
       Status s = make_batch(kv, batch, context, &work);
       if (s.is_ok()) s = validate_batch(kv, cfg, work);
-      if (!s.is_ok()) {
-        row.skipped = s.to_string();
-        res.rows.push_back(row);
-        continue;
-      }
-      std::vector<cudaEvent_t> ev(2 * (opt.warmup + opt.iters));
-      for (auto& e : ev) MS_CUDA_RETURN(cudaEventCreate(&e));
-      auto run = [&]() -> Status {
-        for (int i = 0; i < opt.warmup + opt.iters; ++i) {
-          MS_CUDA_RETURN(cudaEventRecord(ev[2 * i], st));
-          MS_RETURN_IF_ERROR(backend.enqueue_decode(work));
-          MS_CUDA_RETURN(cudaEventRecord(ev[2 * i + 1], st));
-        }
-        MS_CUDA_RETURN(cudaStreamSynchronize(st));
-        return Status::ok();
-      };
-      Status rs = run();
-      std::vector<float> times;
-      for (int i = opt.warmup; rs.is_ok() && i < opt.warmup + opt.iters; ++i) {
-        float ms = 0;
-        rs = cuda_status(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime", __FILE__,
-                         __LINE__);
-        times.push_back(ms);
-      }
-      for (auto& e : ev) (void)cudaEventDestroy(e);
-      MS_RETURN_IF_ERROR(rs);
-      std::sort(times.begin(), times.end());
-      row.ms_per_step = times[times.size() / 2];
-      row.tok_per_s = batch / (row.ms_per_step * 1e-3);
       // Bytes: embedding rows, per layer attention (+ router + distinct experts
-      // routed, or the dense FFN), LM head; KV of every visible key.
+      // routed, or the dense FFN), LM head; KV of every visible key. The
+      // routed experts are counted on one layered step (both paths read the
+      // same random weights and KV).
       std::vector<int> routed;
-      MS_RETURN_IF_ERROR(backend.routed_experts_per_layer(&routed));
-      double wb = batch * H * 2 + double(cfg.vocab_size) * H * 2;
-      double kvb = 0;
-      for (int li = 0; li < cfg.n_layers; ++li) {
-        wb += (qkvw * H + H * cfg.q_width()) * 2;
-        if (cfg.layers[li].moe) {
-          wb += double(cfg.n_experts) * H * 2 + double(routed[li]) * 3.0 * cfg.moe_ffn * H * 2;
-          if (cfg.n_shared_experts > 0) wb += 3.0 * cfg.shared_ffn * H * 2;
-        } else {
-          wb += 3.0 * cfg.dense_ffn * H * 2;
+      if (s.is_ok()) s = backend.layered().enqueue_decode(work);
+      if (s.is_ok()) s = backend.layered().routed_experts_per_layer(&routed);
+      for (DecodePath path : opt.paths) {
+        BenchDecodeRow row;
+        row.backend = decode_path_name(path);
+        row.batch = batch;
+        row.context = context;
+        if (!s.is_ok()) {
+          row.skipped = s.to_string();
+          res.rows.push_back(row);
+          continue;
         }
-        const int window = cfg.layers[li].sliding ? cfg.sliding_window : 0;
-        const double keys = window > 0 ? std::min(context + 1, window) : context + 1;
-        kvb += batch * keys * cfg.kv_width() * 2.0 * 2.0;
+        MkExecutor* mk = backend.megakernel();
+        if (path == DecodePath::kMegakernel && (!mk || !mk->accepts(work))) {
+          row.skipped = mk ? "the megakernel does not take this batch" : "no megakernel executor for this model";
+          res.rows.push_back(row);
+          continue;
+        }
+        auto enqueue = [&]() -> Status {
+          return path == DecodePath::kMegakernel ? mk->enqueue_greedy(work) : backend.layered().enqueue_decode(work);
+        };
+        std::vector<cudaEvent_t> ev(2 * (opt.warmup + opt.iters));
+        for (auto& e : ev) MS_CUDA_RETURN(cudaEventCreate(&e));
+        auto run = [&]() -> Status {
+          for (int i = 0; i < opt.warmup + opt.iters; ++i) {
+            MS_CUDA_RETURN(cudaEventRecord(ev[2 * i], st));
+            MS_RETURN_IF_ERROR(enqueue());
+            MS_CUDA_RETURN(cudaEventRecord(ev[2 * i + 1], st));
+          }
+          MS_CUDA_RETURN(cudaStreamSynchronize(st));
+          if (path == DecodePath::kMegakernel) MS_RETURN_IF_ERROR(mk->finish());  // a watchdog abort is an error
+          return Status::ok();
+        };
+        Status rs = run();
+        std::vector<float> times;
+        for (int i = opt.warmup; rs.is_ok() && i < opt.warmup + opt.iters; ++i) {
+          float ms = 0;
+          rs = cuda_status(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime", __FILE__,
+                           __LINE__);
+          times.push_back(ms);
+        }
+        for (auto& e : ev) (void)cudaEventDestroy(e);
+        if (!rs.is_ok() && path == DecodePath::kMegakernel) {  // the layered rows still count
+          row.skipped = rs.to_string();
+          res.rows.push_back(row);
+          continue;
+        }
+        MS_RETURN_IF_ERROR(rs);
+        std::sort(times.begin(), times.end());
+        row.ms_per_step = times[times.size() / 2];
+        row.tok_per_s = batch / (row.ms_per_step * 1e-3);
+        double wb = batch * H * 2 + double(cfg.vocab_size) * H * 2;
+        double kvb = 0;
+        for (int li = 0; li < cfg.n_layers; ++li) {
+          wb += (qkvw * H + H * cfg.q_width()) * 2;
+          if (cfg.layers[li].moe) {
+            wb += double(cfg.n_experts) * H * 2 + double(routed[li]) * 3.0 * cfg.moe_ffn * H * 2;
+            if (cfg.n_shared_experts > 0) wb += 3.0 * cfg.shared_ffn * H * 2;
+          } else {
+            wb += 3.0 * cfg.dense_ffn * H * 2;
+          }
+          const int window = cfg.layers[li].sliding ? cfg.sliding_window : 0;
+          const double keys = window > 0 ? std::min(context + 1, window) : context + 1;
+          kvb += batch * keys * cfg.kv_width() * 2.0 * 2.0;
+        }
+        row.weight_bytes = wb;
+        row.kv_bytes = kvb;
+        const double bytes = wb + kvb, secs = row.ms_per_step * 1e-3;
+        row.achieved_gbs = bytes / secs / 1e9;
+        row.sol_tok_per_s_nominal = batch / (bytes / (res.nominal_gbs * 1e9));
+        row.pct_sol_nominal = 100.0 * row.tok_per_s / row.sol_tok_per_s_nominal;
+        if (res.probe_gbs > 0) {
+          row.sol_tok_per_s_probe = batch / (bytes / (res.probe_gbs * 1e9));
+          row.pct_sol_probe = 100.0 * row.tok_per_s / row.sol_tok_per_s_probe;
+        }
+        std::fprintf(stderr, "bench decode: %s batch %d context %d: %.3f ms/step, %.1f%% of nominal SoL\n",
+                     row.backend.c_str(), batch, context, row.ms_per_step, row.pct_sol_nominal);
+        res.rows.push_back(row);
       }
-      row.weight_bytes = wb;
-      row.kv_bytes = kvb;
-      const double bytes = wb + kvb, secs = row.ms_per_step * 1e-3;
-      row.achieved_gbs = bytes / secs / 1e9;
-      row.sol_tok_per_s_nominal = batch / (bytes / (res.nominal_gbs * 1e9));
-      row.pct_sol_nominal = 100.0 * row.tok_per_s / row.sol_tok_per_s_nominal;
-      if (res.probe_gbs > 0) {
-        row.sol_tok_per_s_probe = batch / (bytes / (res.probe_gbs * 1e9));
-        row.pct_sol_probe = 100.0 * row.tok_per_s / row.sol_tok_per_s_probe;
-      }
-      res.rows.push_back(row);
     }
   }
   return res;
@@ -165,7 +177,8 @@ std::string bench_decode_json(const BenchDecodeResult& r) {
   j["probe_gbs"] = r.probe_gbs;
   j["rows"] = nlohmann::json::array();
   for (const auto& x : r.rows)
-    j["rows"].push_back({{"batch", x.batch},
+    j["rows"].push_back({{"backend", x.backend},
+                         {"batch", x.batch},
                          {"context", x.context},
                          {"ms_per_step", x.ms_per_step},
                          {"tok_per_s", x.tok_per_s},
@@ -186,31 +199,33 @@ std::string bench_decode_table(const BenchDecodeResult& r) {
   std::snprintf(line, sizeof line, "%s: nominal %.0f GB/s, probe %.0f GB/s\n", r.device.c_str(), r.nominal_gbs,
                 r.probe_gbs);
   s += line;
-  s += "batch context  ms/step    tok/s   GB/s  %SoL(nom) %SoL(probe)\n";
+  s += "backend     batch context  ms/step    tok/s   GB/s  %SoL(nom) %SoL(probe)\n";
   for (const auto& x : r.rows) {
     if (!x.skipped.empty()) {
-      std::snprintf(line, sizeof line, "%5d %7d  skipped: %s\n", x.batch, x.context, x.skipped.c_str());
+      std::snprintf(line, sizeof line, "%-10s %5d %7d  skipped: %s\n", x.backend.c_str(), x.batch, x.context,
+                    x.skipped.c_str());
     } else {
-      std::snprintf(line, sizeof line, "%5d %7d %8.3f %8.1f %6.0f %9.1f %10.1f\n", x.batch, x.context, x.ms_per_step,
-                    x.tok_per_s, x.achieved_gbs, x.pct_sol_nominal, x.pct_sol_probe);
+      std::snprintf(line, sizeof line, "%-10s %5d %7d %8.3f %8.1f %6.0f %9.1f %10.1f\n", x.backend.c_str(), x.batch,
+                    x.context, x.ms_per_step, x.tok_per_s, x.achieved_gbs, x.pct_sol_nominal, x.pct_sol_probe);
     }
     s += line;
   }
   return s;
 }
 
-size_t prefill_kv_bytes_for(const ModelConfig& cfg, int block_size, int tokens) {
-  return kv_budget_for(cfg, block_size, [&](const KvGroupSpec&) { return ceil_div(tokens, block_size); });
+std::vector<int> prefill_kv_blocks_for(const ModelConfig& cfg, int block_size, int tokens) {
+  const KvSpec kv = make_kv_spec(cfg, block_size, 0, 2);
+  return std::vector<int>(kv.groups.size(), static_cast<int>(ceil_div(tokens, block_size)));
 }
 
-Result<BenchPrefillResult> bench_prefill(LayeredBackend& backend, const BenchPrefillOptions& opt) {
+Result<BenchPrefillResult> bench_prefill(GpuBackend& backend, const BenchPrefillOptions& opt) {
   const ModelConfig& cfg = backend.config();
   const KvSpec& kv = backend.kv_spec();
   BenchPrefillResult res;
   MS_ASSIGN_OR_RETURN(DeviceInfo info, device_info());
   res.device = info.name;
-  res.max_step_tokens = backend.options().max_step_tokens;
-  if (cfg.is_moe()) res.moe_prefill = moe_prefill_name(backend.options().moe_prefill);
+  res.max_step_tokens = backend.layered().options().max_step_tokens;
+  if (cfg.is_moe()) res.moe_prefill = moe_prefill_name(backend.layered().options().moe_prefill);
   // Matmul FLOPs of a prefill: 2 per active parameter per token, the LM head once (last token only).
   const double head = double(cfg.vocab_size) * cfg.hidden;
   const double per_token = 2.0 * (double(cfg.active_param_count()) - head);
@@ -258,7 +273,7 @@ Result<BenchPrefillResult> bench_prefill(LayeredBackend& backend, const BenchPre
       SeqWork first = w;
       row.profile_tokens = std::min(n, res.max_step_tokens);
       first.tokens.resize(row.profile_tokens);
-      MS_RETURN_IF_ERROR(backend.profile_step({first}, &row.profile));
+      MS_RETURN_IF_ERROR(backend.layered().profile_step({first}, &row.profile));
     }
     res.rows.push_back(row);
   }

@@ -1,16 +1,18 @@
 // Decode benchmark library for `megaserve bench decode` (the CLI lives in
 // src/cli/): for each (batch, context) it fills the KV cache with random bf16
 // (no token-by-token prefill, so 128K contexts cost nothing to set up), times
-// decode steps (metadata upload + graph replay + on-device greedy) with CUDA
-// events, and counts the bytes a step must read to report % of speed of light
-// against the nominal bandwidth and the measured read-bandwidth probe.
+// decode steps (metadata upload + the decode path + on-device greedy) with
+// CUDA events on each requested decode path of one backend (layered and
+// megakernel side by side), and counts the bytes a step must read to report
+// % of speed of light against the nominal bandwidth and the measured
+// read-bandwidth probe.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "core/status.h"
-#include "gpu/layered_backend.h"
+#include "gpu/gpu_backend.h"
 
 namespace ms::gpu {
 
@@ -21,9 +23,11 @@ struct BenchDecodeOptions {
   int iters = 30;
   bool probe = true;  // run the read-bandwidth probe
   uint64_t seed = 1;
+  std::vector<DecodePath> paths = {DecodePath::kLayered};
 };
 
 struct BenchDecodeRow {
+  std::string backend;           // decode path: "layered" or "megakernel"
   int batch = 0, context = 0;
   double ms_per_step = 0;        // median
   double tok_per_s = 0;
@@ -41,11 +45,12 @@ struct BenchDecodeResult {
   std::vector<BenchDecodeRow> rows;
 };
 
-// KV budget (bytes) a LayeredBackend needs for `batch` sequences of `context`
-// tokens under make_kv_spec's proportional split.
-size_t kv_bytes_for(const ModelConfig& cfg, int block_size, int batch, int context);
+// KV blocks per group (GpuBackendOptions::kv_blocks) for `batch` sequences
+// of `context` tokens: full-attention groups hold every key, sliding groups
+// a window (+1 block) per sequence.
+std::vector<int> kv_blocks_for(const ModelConfig& cfg, int block_size, int batch, int context);
 
-Result<BenchDecodeResult> bench_decode(LayeredBackend& backend, const BenchDecodeOptions& opt);
+Result<BenchDecodeResult> bench_decode(GpuBackend& backend, const BenchDecodeOptions& opt);
 
 // One JSON object (for --json) and a text table.
 std::string bench_decode_json(const BenchDecodeResult& r);
@@ -62,7 +67,7 @@ struct BenchPrefillOptions {
   int iters = 5;
   uint64_t seed = 1;
   // Also time every op of the first sub-step of each length once
-  // (LayeredBackend::profile_step), into BenchPrefillRow::profile.
+  // (LayeredExecutor::profile_step), into BenchPrefillRow::profile.
   bool profile = false;
 };
 
@@ -83,11 +88,11 @@ struct BenchPrefillResult {
   std::vector<BenchPrefillRow> rows;
 };
 
-// KV budget (bytes) for one sequence of `tokens` tokens with every layer's
+// KV blocks per group for one sequence of `tokens` tokens with every layer's
 // table covering all of them (no sliding-window ring: a prefill writes all).
-size_t prefill_kv_bytes_for(const ModelConfig& cfg, int block_size, int tokens);
+std::vector<int> prefill_kv_blocks_for(const ModelConfig& cfg, int block_size, int tokens);
 
-Result<BenchPrefillResult> bench_prefill(LayeredBackend& backend, const BenchPrefillOptions& opt);
+Result<BenchPrefillResult> bench_prefill(GpuBackend& backend, const BenchPrefillOptions& opt);
 std::string bench_prefill_json(const BenchPrefillResult& r);
 std::string bench_prefill_table(const BenchPrefillResult& r);
 

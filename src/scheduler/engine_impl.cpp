@@ -385,8 +385,10 @@ void EngineImpl::loop() {
 Result<std::unique_ptr<Engine>> make_engine(std::unique_ptr<Backend> backend, const EngineOptions& opt,
                                             const std::string& cache_identity) {
   if (!backend) return invalid_argument("no backend");
-  if (opt.max_batch < 1 || opt.max_batch > 8)
-    return invalid_argument("max_batch must be in [1, 8], got " + std::to_string(opt.max_batch));
+  const int max_rows = backend->limits().max_batch_rows;
+  if (opt.max_batch < 1 || opt.max_batch > max_rows)
+    return invalid_argument("max_batch must be in [1, " + std::to_string(max_rows) + "] for backend " +
+                            backend->name() + ", got " + std::to_string(opt.max_batch));
   if (opt.prefill_chunk < 1) return invalid_argument("prefill_chunk must be >= 1");
   if (opt.max_waiting < 1) return invalid_argument("max_waiting must be >= 1");
   if (opt.max_model_len < 0) return invalid_argument("max_model_len must be >= 0");

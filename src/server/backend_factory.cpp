@@ -3,7 +3,7 @@
 #include "ref/ref_backend.h"
 #ifdef MEGASERVE_WITH_CUDA
 #include "gpu/common/device_info.h"
-#include "gpu/layered_backend.h"
+#include "gpu/gpu_backend.h"
 #endif
 
 namespace ms {
@@ -17,21 +17,21 @@ Result<std::unique_ptr<Backend>> make_backend(const LoadedModel& model, const Ba
     MS_ASSIGN_OR_RETURN(auto b, RefBackend::create(model.config, model.weights, o));
     return std::unique_ptr<Backend>(std::move(b));
   }
-  if (choice.name == "layered") {
+  if (choice.name == "cuda" || choice.name == "layered") {
 #ifdef MEGASERVE_WITH_CUDA
-    if (!gpu::has_gpu()) return unavailable("--backend layered: no CUDA GPU is available");
-    gpu::LayeredBackendOptions o;
+    if (!gpu::has_gpu()) return unavailable("--backend cuda: no CUDA GPU is available");
+    gpu::GpuBackendOptions o;
     o.block_size = choice.block_size;
     o.kv_bytes = choice.kv_bytes;
     if (choice.max_context > 0) o.max_context = choice.max_context;
-    MS_ASSIGN_OR_RETURN(auto b, gpu::LayeredBackend::create(model.config, model.weights, o));
+    MS_ASSIGN_OR_RETURN(o.decode, gpu::parse_decode_path(choice.decode));
+    MS_ASSIGN_OR_RETURN(auto b, gpu::GpuBackend::create(model.config, model.weights, o));
     return std::unique_ptr<Backend>(std::move(b));
 #else
-    return unavailable("--backend layered: this build has no CUDA support (no nvcc at configure time)");
+    return unavailable("--backend cuda: this build has no CUDA support (no nvcc at configure time)");
 #endif
   }
-  if (choice.name == "megakernel") return unimplemented("--backend megakernel is not implemented yet");
-  return invalid_argument("flag --backend: unknown backend '" + choice.name + "' (available: ref, layered)");
+  return invalid_argument("flag --backend: unknown backend '" + choice.name + "' (available: ref, cuda)");
 }
 
 }  // namespace ms

@@ -10,11 +10,12 @@
 namespace ms {
 
 struct BackendChoice {
-  std::string name = "ref";  // ref | layered
+  std::string name = "ref";  // ref | cuda ("layered": the old name of cuda)
+  std::string decode = "layered";  // cuda: megakernel | layered
   int block_size = 64;
   size_t kv_bytes = size_t(512) << 20;
   int threads = 0;         // ref: CPU threads (0: all)
-  int max_context = 0;     // layered: longest sequence (0: model default)
+  int max_context = 0;     // cuda: longest sequence (0: model default)
 };
 
 Result<std::unique_ptr<Backend>> make_backend(const LoadedModel& model, const BackendChoice& choice);

@@ -30,7 +30,8 @@ Flags serve_flags() {
       .add("port", "TCP port (0: any free port, printed at start)", "8000")
       .add("api-key", "require 'Authorization: Bearer KEY' on all endpoints but /health (env MEGASERVE_API_KEY)")
       .add("served-model-name", "model id in the API (default: the model directory's name)")
-      .add("backend", "ref (fp32 CPU) or layered (CUDA)", "ref")
+      .add("backend", "ref (fp32 CPU) or cuda (GPU; 'layered' is accepted as its old name)", "ref")
+      .add("decode-backend", "cuda: decode steps on the megakernel or the layered kernels", "layered")
       .add("max-batch", "decode rows per step, 1..8", "8")
       .add("prefill-chunk", "prompt tokens prefilled per step", "512")
       .add("kv-cache-mb", "KV-cache memory budget in MiB", "512")
@@ -76,6 +77,7 @@ Result<std::unique_ptr<Backend>> create_backend(const ServeConfig& c, const Load
   choice.kv_bytes = size_t(c.kv_cache_mb) << 20;
   choice.threads = c.cpu_threads;
   choice.max_context = c.max_model_len;
+  choice.decode = c.decode_backend;
   return make_backend(m, choice);
 }
 
@@ -95,6 +97,7 @@ sigset_t block_shutdown_signals() {
 std::string ServeConfig::summary() const {
   std::ostringstream o;
   o << "model=" << model_dir << " served_model_name=" << served_model_name << " backend=" << backend
+    << " decode_backend=" << decode_backend
     << " host=" << http.host << " port=" << http.port << " api_key=" << (http.api_key.empty() ? "off" : "on")
     << " max_batch=" << max_batch << " prefill_chunk=" << prefill_chunk << " kv_cache_mb=" << kv_cache_mb
     << " block_size=" << block_size << " max_model_len=" << max_model_len << " max_waiting=" << max_waiting
@@ -149,9 +152,13 @@ Result<ServeConfig> parse_serve_args(const std::vector<std::string>& args, bool*
   c.http.read_timeout_s = c.http.write_timeout_s = timeout;
   c.prefix_caching = !f.boolean("no-prefix-caching");
   c.backend = f.str("backend");
+  c.decode_backend = f.str("decode-backend");
+  if (c.decode_backend != "layered" && c.decode_backend != "megakernel")
+    return invalid_argument("--decode-backend must be megakernel or layered, got '" + c.decode_backend + "'");
 #ifdef MEGASERVE_WITH_CUDA
-  if (c.backend != "ref" && c.backend != "layered") {
-    return invalid_argument("--backend must be ref or layered, got '" + c.backend + "'");
+  if (c.backend == "layered") c.backend = "cuda";
+  if (c.backend != "ref" && c.backend != "cuda") {
+    return invalid_argument("--backend must be ref or cuda, got '" + c.backend + "'");
   }
 #else
   if (c.backend != "ref") return invalid_argument("--backend must be ref (built without CUDA), got '" + c.backend + "'");

@@ -13,7 +13,8 @@ namespace ms::server {
 struct ServeConfig {
   std::string model_dir;
   std::string served_model_name;  // default: the model directory's base name
-  std::string backend = "ref";    // ref | layered
+  std::string backend = "ref";    // ref | cuda
+  std::string decode_backend = "layered";  // cuda: megakernel | layered
   int max_batch = 8;
   int prefill_chunk = 512;
   int kv_cache_mb = 512;

@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "gpu/bench_decode.h"
-#include "gpu/layered_backend.h"
+#include "gpu/gpu_backend.h"
 #include "gpu_test_util.h"
 #include "model/config.h"
 
@@ -41,11 +41,11 @@ TEST(BenchNmc, Full) {
       p = *end == ',' ? end + 1 : end;
     }
   }
-  LayeredBackendOptions opt;
+  GpuBackendOptions opt;
   opt.block_size = 64;
   opt.max_context = 8192 + 64;
-  opt.kv_bytes = kv_bytes_for(*cfg, opt.block_size, 8, opt.max_context);
-  auto b = LayeredBackend::create_random(*cfg, bo.seed, opt);
+  opt.kv_blocks = kv_blocks_for(*cfg, opt.block_size, 8, opt.max_context);
+  auto b = GpuBackend::create_random(*cfg, bo.seed, opt);
   ASSERT_TRUE(b.is_ok()) << b.status().to_string();
   auto r = bench_decode(**b, bo);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
@@ -65,7 +65,7 @@ TEST(BenchNmc, Full) {
   for (auto& t : w.block_tables)
     for (int i = 0; i < n_blocks; ++i) t.push_back(i);
   std::vector<std::pair<std::string, double>> prof;
-  Status ps = (*b)->profile_step({w}, &prof);
+  Status ps = (*b)->layered().profile_step({w}, &prof);
   EXPECT_TRUE(ps.is_ok()) << ps.to_string();
   double total = 0;
   for (const auto& [op, us] : prof) total += us;

@@ -1,4 +1,4 @@
-// LayeredBackend end to end, on all five HF fixture dirs and the trained
+// The GPU backend (layered decode path) end to end, on all five HF fixture dirs and the trained
 // demo model.
 //
 // The real correctness test of the GPU math is LayeredVsBf16Ref: the CPU
@@ -32,7 +32,7 @@
 
 #include "engine/generate.h"
 #include "gpu/bench_decode.h"
-#include "gpu/layered_backend.h"
+#include "gpu/gpu_backend.h"
 #include "gpu/ops/moe.h"
 #include "gpu_test_util.h"
 #include "model/model_loader.h"
@@ -101,8 +101,8 @@ Status trace_decode(Backend& b, const std::vector<int32_t>& seq, int block_size,
   return Status::ok();
 }
 
-RoutingFn gpu_routing(LayeredBackend& b) {
-  return [&b](int li, std::vector<int32_t>* ids) { return b.last_routing(li, ids); };
+RoutingFn gpu_routing(GpuBackend& b) {
+  return [&b](int li, std::vector<int32_t>* ids) { return b.layered().last_routing(li, ids); };
 }
 RoutingFn ref_routing(RefBackend& b) {
   return [&b](int li, std::vector<int32_t>* ids) {
@@ -144,11 +144,11 @@ int golden_flip_position(const std::string& family) {
   auto model = load_model(fixture_dir(family));
   EXPECT_TRUE(model.is_ok()) << model.status().to_string();
   if (!model.is_ok() || !(*model)->config.is_moe()) return INT_MAX;
-  LayeredBackendOptions opt;
+  GpuBackendOptions opt;
   opt.block_size = 8;
   opt.kv_bytes = 4 << 20;
   opt.max_context = 4096;
-  auto gpu = LayeredBackend::create((*model)->config, (*model)->weights, opt);
+  auto gpu = GpuBackend::create((*model)->config, (*model)->weights, opt);
   EXPECT_TRUE(gpu.is_ok()) << gpu.status().to_string();
   RefBackendOptions ro;
   ro.block_size = 8;
@@ -186,13 +186,13 @@ TEST_P(LayeredGolden, GreedyDecodeMatchesTransformers) {
   const Case& c = GetParam();
   auto model = load_model(fixture_dir(c.family));
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  LayeredBackendOptions opt;
+  GpuBackendOptions opt;
   opt.block_size = c.block_size;
   opt.kv_bytes = 4 << 20;
   opt.max_context = 4096;
-  opt.use_graphs = c.graphs;
-  opt.max_step_tokens = 16;  // forces sub-steps on the 21-token prompt
-  auto backend = LayeredBackend::create((*model)->config, (*model)->weights, opt);
+  opt.layered.use_graphs = c.graphs;
+  opt.layered.max_step_tokens = 16;  // forces sub-steps on the 21-token prompt
+  auto backend = GpuBackend::create((*model)->config, (*model)->weights, opt);
   ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
   nlohmann::json g = load_golden(c.family);
   std::vector<int32_t> prompt = g["prompt"].get<std::vector<int32_t>>();
@@ -252,11 +252,11 @@ TEST_P(LayeredPromptLogits, EveryPositionMatchesTransformers) {
   MS_GPU_TEST_GUARD();
   auto model = load_model(fixture_dir(GetParam()));
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  LayeredBackendOptions opt;
+  GpuBackendOptions opt;
   opt.block_size = 8;
   opt.kv_bytes = 4 << 20;
   opt.max_context = 4096;
-  auto backend = LayeredBackend::create((*model)->config, (*model)->weights, opt);
+  auto backend = GpuBackend::create((*model)->config, (*model)->weights, opt);
   ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
   nlohmann::json g = load_golden(GetParam());
   std::vector<int32_t> prompt = g["prompt"].get<std::vector<int32_t>>();
@@ -277,7 +277,7 @@ TEST_P(LayeredPromptLogits, EveryPositionMatchesTransformers) {
     // The device greedy path picks the same token as the host argmax of the logits.
     std::vector<int32_t> tok;
     std::vector<float> lp;
-    ASSERT_OK((*backend)->decode_greedy({w}, &tok, &lp));
+    ASSERT_OK((*backend)->layered().decode_greedy({w}, &tok, &lp));
     EXPECT_EQ(tok[0], argmax(r.logits[0]));
   }
 }
@@ -295,11 +295,11 @@ TEST_P(LayeredVsRef, RaggedBatchMatchesRefBackend) {
   auto model = load_model(fixture_dir(GetParam()));
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   const ModelConfig& cfg = (*model)->config;
-  LayeredBackendOptions opt;
+  GpuBackendOptions opt;
   opt.block_size = 4;
   opt.kv_bytes = 8 << 20;
   opt.max_context = 4096;
-  auto gpu = LayeredBackend::create(cfg, (*model)->weights, opt);
+  auto gpu = GpuBackend::create(cfg, (*model)->weights, opt);
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
   RefBackendOptions ro;
   ro.block_size = 4;
@@ -338,7 +338,7 @@ TEST_P(LayeredVsRef, RaggedBatchMatchesRefBackend) {
     }
     for (int li = 0; li < cfg.n_layers; ++li) {  // rows in batch order, then position order, on both sides
       std::vector<int32_t> ids;
-      ASSERT_OK((*gpu)->last_routing(li, &ids));
+      ASSERT_OK((*gpu)->layered().last_routing(li, &ids));
       const auto& want = (*ref)->last_routing(li);
       ASSERT_EQ(ids.size(), want.size()) << "layer " << li;
       for (size_t i = 0; i < ids.size(); ++i) {
@@ -366,11 +366,11 @@ TEST_P(LayeredVsBf16Ref, DecodeMatchesEmulatedRefAndRouting) {
   auto model = load_model(fixture_dir(GetParam()));
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   const ModelConfig& cfg = (*model)->config;
-  LayeredBackendOptions opt;
+  GpuBackendOptions opt;
   opt.block_size = 8;
   opt.kv_bytes = 4 << 20;
   opt.max_context = 4096;
-  auto gpu = LayeredBackend::create(cfg, (*model)->weights, opt);
+  auto gpu = GpuBackend::create(cfg, (*model)->weights, opt);
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
   RefBackendOptions ro;
   ro.block_size = 8;
@@ -423,12 +423,12 @@ TEST_P(LayeredVsBf16Ref, PrefillMatchesEmulatedRefAndRouting) {
   for (MoePrefillPath path : {MoePrefillPath::kGrouped, MoePrefillPath::kKernel}) {
     if (path != MoePrefillPath::kGrouped && !cfg.is_moe()) continue;
     SCOPED_TRACE(moe_prefill_name(path));
-    LayeredBackendOptions opt;
+    GpuBackendOptions opt;
     opt.block_size = 8;
     opt.kv_bytes = 4 << 20;
     opt.max_context = 4096;
-    opt.moe_prefill = path;
-    auto gpu = LayeredBackend::create(cfg, (*model)->weights, opt);
+    opt.layered.moe_prefill = path;
+    auto gpu = GpuBackend::create(cfg, (*model)->weights, opt);
     ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
     SeqWork w;
     w.tokens = golden_sequence(load_golden(GetParam()));
@@ -443,7 +443,7 @@ TEST_P(LayeredVsBf16Ref, PrefillMatchesEmulatedRefAndRouting) {
     int n = 0, d = 0;
     for (int li = 0; li < cfg.n_layers; ++li) {
       std::vector<int32_t> ids;
-      ASSERT_OK((*gpu)->last_routing(li, &ids));
+      ASSERT_OK((*gpu)->layered().last_routing(li, &ids));
       const auto& want = (*ref)->last_routing(li);
       ASSERT_EQ(ids.size(), want.size()) << "layer " << li;
       for (size_t i = 0; i < ids.size(); ++i) {
@@ -485,16 +485,16 @@ TEST_P(LayeredBranches, ConcurrentBranchesBitIdenticalToOneStream) {
   // Both prefill expert paths.
   for (MoePrefillPath path : {MoePrefillPath::kGrouped, MoePrefillPath::kKernel}) {
     SCOPED_TRACE(moe_prefill_name(path));
-    LayeredBackendOptions opt;
-    opt.moe_prefill = path;
+    GpuBackendOptions opt;
+    opt.layered.moe_prefill = path;
     opt.block_size = 4;
     opt.kv_bytes = 8 << 20;
     opt.max_context = 4096;
-    opt.concurrent_branches = true;
-    auto two = LayeredBackend::create(cfg, (*model)->weights, opt);
+    opt.layered.concurrent_branches = true;
+    auto two = GpuBackend::create(cfg, (*model)->weights, opt);
     ASSERT_TRUE(two.is_ok()) << two.status().to_string();
-    opt.concurrent_branches = false;
-    auto one = LayeredBackend::create(cfg, (*model)->weights, opt);
+    opt.layered.concurrent_branches = false;
+    auto one = GpuBackend::create(cfg, (*model)->weights, opt);
     ASSERT_TRUE(one.is_ok()) << one.status().to_string();
     const std::vector<int> lens = {2, 11, 25};
     std::vector<SeqWork> batch(lens.size());
@@ -545,12 +545,12 @@ TEST_P(LayeredMoePrefill, GroupedGemmsMatchExpertKernels) {
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   const ModelConfig& cfg = (*model)->config;
   ASSERT_TRUE(cfg.is_moe());
-  LayeredBackendOptions opt;
+  GpuBackendOptions opt;
   opt.block_size = 4;
   opt.kv_bytes = 8 << 20;
   opt.max_context = 4096;
-  opt.moe_prefill = MoePrefillPath::kKernel;
-  auto kern = LayeredBackend::create(cfg, (*model)->weights, opt);
+  opt.layered.moe_prefill = MoePrefillPath::kKernel;
+  auto kern = GpuBackend::create(cfg, (*model)->weights, opt);
   ASSERT_TRUE(kern.is_ok()) << kern.status().to_string();
   const MoeGemmKernel saved = moe_gemm_kernel();
   for (MoeGemmKernel gk : {MoeGemmKernel::kMma, MoeGemmKernel::kWgmma}) {
@@ -558,8 +558,8 @@ TEST_P(LayeredMoePrefill, GroupedGemmsMatchExpertKernels) {
     const char* gname = gk == MoeGemmKernel::kWgmma ? "grouped (wgmma)" : "grouped (mma)";
     SCOPED_TRACE(gname);
     set_moe_gemm_kernel(gk);
-    opt.moe_prefill = path;
-    auto tc = LayeredBackend::create(cfg, (*model)->weights, opt);
+    opt.layered.moe_prefill = path;
+    auto tc = GpuBackend::create(cfg, (*model)->weights, opt);
     ASSERT_TRUE(tc.is_ok()) << tc.status().to_string();
     std::mt19937 rng(82);
     double worst = 0;
@@ -584,8 +584,8 @@ TEST_P(LayeredMoePrefill, GroupedGemmsMatchExpertKernels) {
       }
       for (int li = 0; li < cfg.n_layers; ++li) {
         std::vector<int32_t> a, b;
-        ASSERT_OK((*tc)->last_routing(li, &a));
-        ASSERT_OK((*kern)->last_routing(li, &b));
+        ASSERT_OK((*tc)->layered().last_routing(li, &a));
+        ASSERT_OK((*kern)->layered().last_routing(li, &b));
         EXPECT_EQ(a, b) << "routing, layer " << li;
       }
     }
@@ -602,11 +602,11 @@ TEST(LayeredDemoModel, GreedyTokensEqualTransformers) {
   const std::string dir = std::string(MEGASERVE_SOURCE_DIR) + "/models/north-mini-demo";
   auto model = load_model(dir);
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  LayeredBackendOptions opt;
+  GpuBackendOptions opt;
   opt.block_size = 16;
   opt.kv_bytes = 16 << 20;
   opt.max_context = 4096;
-  auto gpu = LayeredBackend::create((*model)->config, (*model)->weights, opt);
+  auto gpu = GpuBackend::create((*model)->config, (*model)->weights, opt);
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
   std::ifstream in(dir + "/golden.json");
   nlohmann::json g = nlohmann::json::parse(in);
@@ -653,13 +653,13 @@ TEST(LayeredCreate, RejectsGqaGroupAbove16) {
   c.n_heads = 32;  // head_dim 16: q width 512, kv width 16
   c.n_kv_heads = 1;
   ASSERT_TRUE(c.validate().is_ok()) << c.validate().to_string();
-  LayeredBackendOptions opt;
+  GpuBackendOptions opt;
   opt.kv_bytes = 1 << 20;
-  auto b = LayeredBackend::create_random(c, 1, opt);
+  auto b = GpuBackend::create_random(c, 1, opt);
   ASSERT_FALSE(b.is_ok());
   EXPECT_NE(b.status().message().find("GQA group"), std::string::npos) << b.status().to_string();
   c.n_kv_heads = 2;  // group 16: accepted
-  auto ok = LayeredBackend::create_random(c, 1, opt);
+  auto ok = GpuBackend::create_random(c, 1, opt);
   EXPECT_TRUE(ok.is_ok()) << ok.status().to_string();
 }
 
@@ -670,13 +670,13 @@ TEST(LayeredFull, NmcRandomWeightsDecodeAndBench) {
   size_t free_b = 0, total_b = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
   if (free_b < (size_t(90) << 30)) GTEST_SKIP() << "needs ~90 GB of free device memory";
-  LayeredBackendOptions opt;
-  opt.kv_bytes = kv_bytes_for(*cfg, 64, 8, 32768);
+  GpuBackendOptions opt;
+  opt.kv_blocks = kv_blocks_for(*cfg, 64, 8, 32768);
   opt.max_context = 131072;
-  opt.max_step_tokens = 512;
-  auto b = LayeredBackend::create_random(*cfg, 1, opt);
+  opt.layered.max_step_tokens = 512;
+  auto b = GpuBackend::create_random(*cfg, 1, opt);
   ASSERT_TRUE(b.is_ok()) << b.status().to_string();
-  std::printf("NMC random: %.2f GB weights, %.2f GB KV\n", (*b)->weight_bytes() / 1e9, (*b)->kv_bytes() / 1e9);
+  std::printf("NMC random: %.2f GB weights, %.2f GB KV\n", (*b)->model().weight_bytes() / 1e9, (*b)->model().kv_bytes() / 1e9);
   BenchDecodeOptions bo;
   bo.batches = {1, 8};
   bo.contexts = {1024, 8192};

@@ -5,7 +5,7 @@
 // top-k, top-p, min-p, all together, penalties over prompt / output
 // histories, logprobs 0..20 (within 1e-4). Sampled tokens must agree on
 // >= 99% of (row, seed) draws; the count is printed. Then: the RNG bit for
-// bit, seed determinism, and LayeredBackend::step_sample against step() +
+// bit, seed determinism, and GpuBackend::step_sample against step() +
 // sample_token on a fixture model.
 #include "gpu/ops/sampling.h"
 
@@ -17,7 +17,7 @@
 #include <random>
 #include <set>
 
-#include "gpu/layered_backend.h"
+#include "gpu/gpu_backend.h"
 #include "gpu_test_util.h"
 #include "model/model_loader.h"
 #include "sampling/sampler.h"
@@ -242,7 +242,7 @@ TEST(DeviceSamplerRng, SeedDeterminism) {
   EXPECT_GT(distinct.size(), 8u) << "different (seed, index) should give different draws";
 }
 
-// LayeredBackend::step_sample against step() + sample_token on the same
+// GpuBackend::step_sample against step() + sample_token on the same
 // batch (a step rewrites the same KV slots with the same values, so running
 // both on one backend is exact): a prefill of two sequences (eager), then
 // decode steps (the graph), with greedy and sampled sequences.
@@ -250,13 +250,13 @@ TEST(DeviceSamplerBackend, StepSampleMatchesStepPlusCpuSampler) {
   MS_GPU_TEST_GUARD();
   auto model = load_model(std::string(MEGASERVE_SOURCE_DIR) + "/tests/fixtures/hf/qwen3");
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  LayeredBackendOptions opt;
+  GpuBackendOptions opt;
   opt.block_size = 8;
   opt.kv_bytes = 4 << 20;
   opt.max_context = 1024;
-  auto gpu = LayeredBackend::create((*model)->config, (*model)->weights, opt);
+  auto gpu = GpuBackend::create((*model)->config, (*model)->weights, opt);
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
-  LayeredBackend& b = **gpu;
+  GpuBackend& b = **gpu;
   ASSERT_TRUE(b.supports_sampling());
   const int V = b.config().vocab_size, G = static_cast<int>(b.kv_spec().groups.size());
   std::vector<SampleSpec> specs(3);

@@ -26,6 +26,12 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// Two 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i
+// (lanes 16-31: ignored, but must hold valid shared addresses).
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+}
 // Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -55,6 +61,16 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a
 __device__ __forceinline__ uint32_t pack_bf16(float x, float y) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
   return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Attention's q (two fp32, already in the log2 domain) -> the bf16x2 hi half and the
+// bf16x2 of what it misses (q = hi + lo to ~2^-17): A-fragment registers of
+// the hi/lo score MMAs.
+__device__ __forceinline__ void q_hilo(float2 v, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat162 h2 = __floats2bfloat162_rn(v.x, v.y);
+  const float2 hf = __bfloat1622float2(h2);
+  hi = *reinterpret_cast<const uint32_t*>(&h2);
+  lo = pack_bf16(v.x - hf.x, v.y - hf.y);
 }
 
 // ---- Hopper warpgroup MMA (sm_90a): wgmma.mma_async with both operands in

@@ -47,16 +47,6 @@ __device__ __forceinline__ int mma_split_chunk(int len, int max_splits) {
   return (chunk + kMmaStageKeys - 1) / kMmaStageKeys * kMmaStageKeys;
 }
 
-// q (two fp32, already in the log2 domain) -> the bf16x2 hi half and the
-// bf16x2 of what it misses (q = hi + lo to ~2^-17): A-fragment registers of
-// the hi/lo score MMAs.
-__device__ __forceinline__ void q_hilo(float2 v, uint32_t& hi, uint32_t& lo) {
-  const __nv_bfloat162 h2 = __floats2bfloat162_rn(v.x, v.y);
-  const float2 hf = __bfloat1622float2(h2);
-  hi = *reinterpret_cast<const uint32_t*>(&h2);
-  lo = pack_bf16(v.x - hf.x, v.y - hf.y);
-}
-
 // One K/V stage of kMmaStageKeys keys starting at t0 into shared memory
 // (V rows KST = mma_kv_stride(HD) bf16 apart at vs; K rows the same at ks, or
 // with kSwizzleK in wgmma's K-major 128-byte-swizzled layout: HD / 64 slices

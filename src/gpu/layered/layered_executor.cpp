@@ -1,15 +1,13 @@
-#include "gpu/layered_backend.h"
+#include "gpu/layered/layered_executor.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
-#include "core/dtype.h"
 #include "core/log.h"
 #include "gpu/common/cuda_check.h"
 #include "gpu/common/device_info.h"
-#include "gpu/common/random_fill.h"
 #include "gpu/ops/attention.h"
 #include "gpu/ops/elementwise.h"
 #include "gpu/ops/linear.h"
@@ -21,7 +19,6 @@
 namespace ms::gpu {
 namespace {
 
-constexpr int kDecodeMaxBatch = 8;
 // Attention splits: enough blocks for ~4 per SM at bs 1 (4 KV heads x 128
 // splits = 512 blocks of 8 warps on 132 SMs); each split of an 8K context is
 // then one 64-key tile.
@@ -30,32 +27,9 @@ constexpr int kAttnBlocksPerSm = 4;
 
 int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
-// Converts a checkpoint view to bf16 bits (bf16 views are copied as they are).
-std::vector<uint16_t> to_bf16(const MatView& m) {
-  std::vector<uint16_t> out(static_cast<size_t>(m.numel()));
-  if (m.dtype == DType::kBF16) {
-    std::memcpy(out.data(), m.data, out.size() * 2);
-  } else {
-    std::vector<float> f = m.to_f32();
-    for (size_t i = 0; i < f.size(); ++i) out[i] = f32_to_bf16(f[i]);
-  }
-  return out;
-}
-
-Status put_bf16(DeviceBuffer<uint16_t>& dst, size_t offset, const MatView& m) {
-  if (m.empty()) return internal_error("missing tensor for upload");
-  std::vector<uint16_t> v = to_bf16(m);
-  return dst.upload(v.data(), v.size(), offset);
-}
-
-Status put_f32(DeviceBuffer<float>& dst, size_t offset, const MatView& m) {
-  std::vector<float> v = m.to_f32();
-  return dst.upload(v.data(), v.size(), offset);
-}
-
 }  // namespace
 
-LayeredBackend::~LayeredBackend() {
+LayeredExecutor::~LayeredExecutor() {
   for (auto& [key, g] : graphs_) (void)cudaGraphExecDestroy(g);
   if (meta_copied_) (void)cudaEventDestroy(meta_copied_);
   if (fork_ev_) (void)cudaEventDestroy(fork_ev_);
@@ -66,39 +40,39 @@ LayeredBackend::~LayeredBackend() {
   if (stream_) (void)cudaStreamDestroy(stream_);
 }
 
-Status LayeredBackend::init_common(const ModelConfig& cfg, const LayeredBackendOptions& opt) {
-  if (!has_gpu()) return unavailable("no CUDA GPU of compute capability >= 9.0");
-  MS_RETURN_IF_ERROR(cfg.validate());
-  cfg_ = cfg;
-  opt_ = opt;
-  if (opt_.block_size <= 0) return invalid_argument("block size must be positive");
-  if (opt_.max_step_tokens < kDecodeMaxBatch) return invalid_argument("max_step_tokens must be >= 8");
-  if (opt_.max_seqs < kDecodeMaxBatch) return invalid_argument("max_seqs must be >= 8");
+Status LayeredExecutor::check_supported(const ModelConfig& cfg) {
   auto need8 = [](int v, const char* what) -> Status {
     if (v % 8 != 0) return unimplemented(std::string("layered backend: ") + what + " must be a multiple of 8");
     return Status::ok();
   };
-  MS_RETURN_IF_ERROR(need8(cfg_.hidden, "hidden_size"));
-  MS_RETURN_IF_ERROR(need8(cfg_.q_width(), "q width"));
-  MS_RETURN_IF_ERROR(need8(cfg_.head_dim, "head_dim"));
-  const int hd = cfg_.head_dim;
+  MS_RETURN_IF_ERROR(need8(cfg.hidden, "hidden_size"));
+  MS_RETURN_IF_ERROR(need8(cfg.q_width(), "q width"));
+  MS_RETURN_IF_ERROR(need8(cfg.head_dim, "head_dim"));
+  const int hd = cfg.head_dim;
   if (hd > 256 || (hd & (hd - 1)) != 0) return unimplemented("layered backend: head_dim must be a power of two <= 256");
   // Prefill attention takes GQA groups up to 16 (the tensor-core kernel: 1, 2,
   // 4, 8, 16; the CUDA-core one: a warp per row and head, <= 16 warps), so a
   // larger group is refused here rather than at the first long prompt.
-  if (cfg_.n_heads % cfg_.n_kv_heads != 0 || cfg_.n_heads / cfg_.n_kv_heads > 16)
-    return unimplemented("layered backend: GQA group n_heads / n_kv_heads = " + std::to_string(cfg_.n_heads) + " / " +
-                         std::to_string(cfg_.n_kv_heads) + " is larger than 16");
-  if (cfg_.dense_ffn > 0) MS_RETURN_IF_ERROR(need8(cfg_.dense_ffn, "intermediate_size"));
-  if (cfg_.is_moe()) {
-    MS_RETURN_IF_ERROR(need8(cfg_.moe_ffn, "moe_intermediate_size"));
-    if (cfg_.n_experts > 256 || cfg_.top_k > 32) return unimplemented("layered backend: > 256 experts or top_k > 32");
-    if (cfg_.n_shared_experts > 0) MS_RETURN_IF_ERROR(need8(cfg_.shared_ffn, "shared expert width"));
+  if (cfg.n_heads % cfg.n_kv_heads != 0 || cfg.n_heads / cfg.n_kv_heads > 16)
+    return unimplemented("layered backend: GQA group n_heads / n_kv_heads = " + std::to_string(cfg.n_heads) + " / " +
+                         std::to_string(cfg.n_kv_heads) + " is larger than 16");
+  if (cfg.dense_ffn > 0) MS_RETURN_IF_ERROR(need8(cfg.dense_ffn, "intermediate_size"));
+  if (cfg.is_moe()) {
+    MS_RETURN_IF_ERROR(need8(cfg.moe_ffn, "moe_intermediate_size"));
+    if (cfg.n_experts > 256 || cfg.top_k > 32) return unimplemented("layered backend: > 256 experts or top_k > 32");
+    if (cfg.n_shared_experts > 0) MS_RETURN_IF_ERROR(need8(cfg.shared_ffn, "shared expert width"));
   }
+  return Status::ok();
+}
+
+Status LayeredExecutor::init_common(const LayeredOptions& opt) {
+  opt_ = opt;
+  if (opt_.max_step_tokens < kMaxDecodeRows) return invalid_argument("max_step_tokens must be >= 8");
+  if (opt_.max_seqs < kMaxDecodeRows) return invalid_argument("max_seqs must be >= 8");
   MS_ASSIGN_OR_RETURN(DeviceInfo info, device_info());
   sm_count_ = info.sm_count;
   int max_ctx = opt_.max_context > 0 ? opt_.max_context : std::min(cfg_.max_position > 0 ? cfg_.max_position : 262144, 262144);
-  max_blocks_ = ceil_div(max_ctx, opt_.block_size);
+  max_blocks_ = ceil_div(max_ctx, model_.block_size());
   MS_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   MS_CUBLAS_RETURN(cublasCreate(&cublas_));
   MS_CUBLAS_RETURN(cublasSetStream(cublas_, stream_));
@@ -121,139 +95,7 @@ Status LayeredBackend::init_common(const ModelConfig& cfg, const LayeredBackendO
   return Status::ok();
 }
 
-Status LayeredBackend::alloc_weights() {
-  const int64_t H = cfg_.hidden, V = cfg_.vocab_size, qkvw = cfg_.q_width() + 2 * cfg_.kv_width();
-  const int64_t hd = cfg_.head_dim;
-  weight_bytes_ = 0;
-  auto bf = [&](DeviceBuffer<uint16_t>& b, int64_t n) {
-    weight_bytes_ += size_t(n) * 2;
-    return b.alloc(size_t(n));
-  };
-  MS_RETURN_IF_ERROR(bf(embed_, V * H));
-  if (!cfg_.tie_embeddings) MS_RETURN_IF_ERROR(bf(lm_head_, V * H));
-  MS_RETURN_IF_ERROR(final_norm_.alloc(H));
-  layers_.clear();
-  layers_.resize(cfg_.n_layers);
-  for (int li = 0; li < cfg_.n_layers; ++li) {
-    Layer& l = layers_[li];
-    MS_RETURN_IF_ERROR(bf(l.qkv_w, qkvw * H));
-    MS_RETURN_IF_ERROR(bf(l.o_w, H * cfg_.q_width()));
-    if (cfg_.attention_bias) {
-      MS_RETURN_IF_ERROR(l.qkv_b.alloc(qkvw));
-      MS_RETURN_IF_ERROR(l.o_b.alloc(H));
-    }
-    MS_RETURN_IF_ERROR(l.attn_norm.alloc(H));
-    if (!cfg_.parallel_block) MS_RETURN_IF_ERROR(l.ffn_norm.alloc(H));
-    if (cfg_.qk_norm) {
-      MS_RETURN_IF_ERROR(l.q_norm.alloc(hd));
-      MS_RETURN_IF_ERROR(l.k_norm.alloc(hd));
-    }
-    if (!cfg_.layers[li].moe) {
-      MS_RETURN_IF_ERROR(bf(l.gate_up, 2 * int64_t(cfg_.dense_ffn) * H));
-      MS_RETURN_IF_ERROR(bf(l.down, H * cfg_.dense_ffn));
-    } else {
-      const int64_t E = cfg_.n_experts, I = cfg_.moe_ffn;
-      MS_RETURN_IF_ERROR(bf(l.router, E * H));
-      MS_RETURN_IF_ERROR(l.router_f32.alloc(E * H));
-      MS_RETURN_IF_ERROR(bf(l.experts_gate_up, E * 2 * I * H));
-      MS_RETURN_IF_ERROR(bf(l.experts_down, E * H * I));
-      if (cfg_.n_shared_experts > 0) {
-        MS_RETURN_IF_ERROR(bf(l.shared_gate_up, 2 * int64_t(cfg_.shared_ffn) * H));
-        MS_RETURN_IF_ERROR(bf(l.shared_down, H * cfg_.shared_ffn));
-      }
-    }
-  }
-  std::vector<float> inv = ref_rope_inv_freq(cfg_);
-  return inv_freq_.upload(inv);
-}
-
-Status LayeredBackend::upload_weights(const ModelWeights& w) {
-  const int64_t H = cfg_.hidden, qw = cfg_.q_width(), kvw = cfg_.kv_width();
-  MS_RETURN_IF_ERROR(put_bf16(embed_, 0, w.embed));
-  if (!cfg_.tie_embeddings) MS_RETURN_IF_ERROR(put_bf16(lm_head_, 0, w.lm_head));
-  MS_RETURN_IF_ERROR(put_f32(final_norm_, 0, w.final_norm));
-  for (int li = 0; li < cfg_.n_layers; ++li) {
-    const LayerWeights& s = w.layers[li];
-    Layer& l = layers_[li];
-    std::string ctx = "uploading layer " + std::to_string(li);
-    // Progress for large checkpoints (a 60 GB model uploads for tens of seconds).
-    if (weight_bytes_ > (size_t(1) << 30) && (li % 8 == 0 || li + 1 == cfg_.n_layers)) {
-      MS_LOG(Info) << "layered: uploading weights, layer " << li + 1 << "/" << cfg_.n_layers << " ("
-                   << weight_bytes_ / (1 << 20) << " MiB in all)";
-    }
-    MS_RETURN_IF_ERROR(put_bf16(l.qkv_w, 0, s.q).with_context(ctx));
-    MS_RETURN_IF_ERROR(put_bf16(l.qkv_w, qw * H, s.k).with_context(ctx));
-    MS_RETURN_IF_ERROR(put_bf16(l.qkv_w, (qw + kvw) * H, s.v).with_context(ctx));
-    MS_RETURN_IF_ERROR(put_bf16(l.o_w, 0, s.o).with_context(ctx));
-    if (cfg_.attention_bias) {
-      MS_RETURN_IF_ERROR(put_f32(l.qkv_b, 0, s.q_bias));
-      MS_RETURN_IF_ERROR(put_f32(l.qkv_b, qw, s.k_bias));
-      MS_RETURN_IF_ERROR(put_f32(l.qkv_b, qw + kvw, s.v_bias));
-      MS_RETURN_IF_ERROR(put_f32(l.o_b, 0, s.o_bias));
-    }
-    MS_RETURN_IF_ERROR(put_f32(l.attn_norm, 0, s.attn_norm));
-    if (!cfg_.parallel_block) MS_RETURN_IF_ERROR(put_f32(l.ffn_norm, 0, s.ffn_norm));
-    if (cfg_.qk_norm) {
-      MS_RETURN_IF_ERROR(put_f32(l.q_norm, 0, s.q_norm));
-      MS_RETURN_IF_ERROR(put_f32(l.k_norm, 0, s.k_norm));
-    }
-    if (!cfg_.layers[li].moe) {
-      const int64_t F = cfg_.dense_ffn;
-      MS_RETURN_IF_ERROR(put_bf16(l.gate_up, 0, s.gate).with_context(ctx));
-      MS_RETURN_IF_ERROR(put_bf16(l.gate_up, F * H, s.up).with_context(ctx));
-      MS_RETURN_IF_ERROR(put_bf16(l.down, 0, s.down).with_context(ctx));
-    } else {
-      const int64_t I = cfg_.moe_ffn;
-      MS_RETURN_IF_ERROR(put_bf16(l.router, 0, s.router).with_context(ctx));
-      if (static_cast<int>(s.experts.size()) != cfg_.n_experts) return internal_error(ctx + ": expert count");
-      for (int e = 0; e < cfg_.n_experts; ++e) {
-        MS_RETURN_IF_ERROR(put_bf16(l.experts_gate_up, e * 2 * I * H, s.experts[e].gate).with_context(ctx));
-        MS_RETURN_IF_ERROR(put_bf16(l.experts_gate_up, (e * 2 + 1) * I * H, s.experts[e].up).with_context(ctx));
-        MS_RETURN_IF_ERROR(put_bf16(l.experts_down, e * H * I, s.experts[e].down).with_context(ctx));
-      }
-      if (cfg_.n_shared_experts > 0) {
-        const int64_t S = cfg_.shared_ffn;
-        MS_RETURN_IF_ERROR(put_bf16(l.shared_gate_up, 0, s.shared.gate).with_context(ctx));
-        MS_RETURN_IF_ERROR(put_bf16(l.shared_gate_up, S * H, s.shared.up).with_context(ctx));
-        MS_RETURN_IF_ERROR(put_bf16(l.shared_down, 0, s.shared.down).with_context(ctx));
-      }
-    }
-  }
-  return Status::ok();
-}
-
-Status LayeredBackend::random_weights(uint64_t seed) {
-  const float a = 0.02f * std::sqrt(3.0f);  // U(-a, a) has std 0.02
-  uint64_t n = 0;
-  auto mat = [&](DeviceBuffer<uint16_t>& b) {
-    return launch_random_fill_bf16(b.get(), b.size(), seed * 1000003ull + (++n), a, 0.f, stream_);
-  };
-  auto ones = [&](DeviceBuffer<float>& b) { return launch_random_fill_f32(b.get(), b.size(), 0, 0.f, 1.f, stream_); };
-  auto small = [&](DeviceBuffer<float>& b) {
-    return launch_random_fill_f32(b.get(), b.size(), seed * 1000003ull + (++n), a, 0.f, stream_);
-  };
-  MS_RETURN_IF_ERROR(mat(embed_));
-  if (lm_head_.size()) MS_RETURN_IF_ERROR(mat(lm_head_));
-  MS_RETURN_IF_ERROR(ones(final_norm_));
-  for (Layer& l : layers_) {
-    for (DeviceBuffer<uint16_t>* b : {&l.qkv_w, &l.o_w, &l.gate_up, &l.down, &l.router, &l.experts_gate_up,
-                                      &l.experts_down, &l.shared_gate_up, &l.shared_down})
-      MS_RETURN_IF_ERROR(mat(*b));
-    for (DeviceBuffer<float>* b : {&l.attn_norm, &l.ffn_norm, &l.q_norm, &l.k_norm}) MS_RETURN_IF_ERROR(ones(*b));
-    for (DeviceBuffer<float>* b : {&l.qkv_b, &l.o_b}) MS_RETURN_IF_ERROR(small(*b));
-  }
-  MS_CUDA_RETURN(cudaStreamSynchronize(stream_));
-  return Status::ok();
-}
-
-Status LayeredBackend::alloc_runtime() {
-  // Weights derived from the loaded ones: the routers widened to fp32. The
-  // uploads were cudaMemcpy from pageable memory on the legacy stream, which
-  // can return before the last DMA lands and does not order the non-blocking
-  // stream_: wait for the device first.
-  MS_CUDA_RETURN(cudaDeviceSynchronize());
-  for (Layer& l : layers_)
-    if (l.router.size()) MS_RETURN_IF_ERROR(launch_bf16_to_f32(l.router.get(), l.router.size(), l.router_f32.get(), stream_));
+Status LayeredExecutor::alloc_runtime() {
   const int64_t Tm = opt_.max_step_tokens, H = cfg_.hidden, qw = cfg_.q_width();
   const int64_t qkvw = qw + 2 * cfg_.kv_width(), V = cfg_.vocab_size, S = opt_.max_seqs;
   const int64_t Fmax = std::max(cfg_.dense_ffn, cfg_.n_shared_experts > 0 ? cfg_.shared_ffn : 0);
@@ -280,7 +122,7 @@ Status LayeredBackend::alloc_runtime() {
   }
   MS_RETURN_IF_ERROR(stat_active_.alloc(cfg_.n_layers));
   MS_CUDA_RETURN(cudaMemset(stat_active_.get(), 0, stat_active_.bytes()));
-  ws_rowsplits_ = static_cast<int>(std::max<int64_t>(2 * Tm, kDecodeMaxBatch * kMaxSplits));
+  ws_rowsplits_ = static_cast<int>(std::max<int64_t>(2 * Tm, kMaxDecodeRows * kMaxSplits));
   MS_RETURN_IF_ERROR(part_o_.alloc(size_t(ws_rowsplits_) * cfg_.n_heads * cfg_.head_dim));
   MS_RETURN_IF_ERROR(part_lse_.alloc(size_t(ws_rowsplits_) * cfg_.n_heads));
   MS_RETURN_IF_ERROR(last_h_.alloc(S * H));
@@ -305,57 +147,18 @@ Status LayeredBackend::alloc_runtime() {
   meta_.total = o;
   MS_RETURN_IF_ERROR(meta_host_.alloc(meta_.total));
   MS_RETURN_IF_ERROR(meta_dev_.alloc(meta_.total));
-
-  // KV cache: budget, or 90% of what is left.
-  size_t budget = opt_.kv_bytes;
-  if (budget == 0) {
-    size_t free_b = 0, total_b = 0;
-    MS_CUDA_RETURN(cudaMemGetInfo(&free_b, &total_b));
-    budget = free_b / 10 * 9;
-  }
-  kv_ = make_kv_spec(cfg_, opt_.block_size, budget, 2);
-  if (kv_.groups.size() > G) return internal_error("more than two KV groups");
-  size_t total = 0;
-  const size_t per_block = size_t(cfg_.n_kv_heads) * opt_.block_size * cfg_.head_dim;  // elements, K or V
-  for (int li = 0; li < cfg_.n_layers; ++li) {
-    const KvGroupSpec& g = kv_.groups[kv_.layer_group[li]];
-    layers_[li].k_off = total;
-    total += per_block * g.num_blocks;
-    layers_[li].v_off = total;
-    total += per_block * g.num_blocks;
-  }
-  MS_RETURN_IF_ERROR(kv_pool_.alloc(total));
-  MS_CUDA_RETURN(cudaMemset(kv_pool_.get(), 0, kv_pool_.bytes()));
   return Status::ok();
 }
 
-Result<std::unique_ptr<LayeredBackend>> LayeredBackend::create(const ModelConfig& cfg, const ModelWeights& w,
-                                                               const LayeredBackendOptions& opt) {
-  auto b = std::unique_ptr<LayeredBackend>(new LayeredBackend());
-  MS_RETURN_IF_ERROR(b->init_common(cfg, opt));
-  MS_RETURN_IF_ERROR(b->alloc_weights());
-  MS_RETURN_IF_ERROR(b->upload_weights(w));
+Result<std::unique_ptr<LayeredExecutor>> LayeredExecutor::create(DeviceModel& model, const LayeredOptions& opt) {
+  MS_RETURN_IF_ERROR(check_supported(model.config()));
+  auto b = std::unique_ptr<LayeredExecutor>(new LayeredExecutor(model));
+  MS_RETURN_IF_ERROR(b->init_common(opt));
   MS_RETURN_IF_ERROR(b->alloc_runtime());
   return b;
 }
 
-Result<std::unique_ptr<LayeredBackend>> LayeredBackend::create_random(const ModelConfig& cfg, uint64_t seed,
-                                                                      const LayeredBackendOptions& opt) {
-  auto b = std::unique_ptr<LayeredBackend>(new LayeredBackend());
-  MS_RETURN_IF_ERROR(b->init_common(cfg, opt));
-  MS_RETURN_IF_ERROR(b->alloc_weights());
-  MS_RETURN_IF_ERROR(b->random_weights(seed));
-  MS_RETURN_IF_ERROR(b->alloc_runtime());
-  return b;
-}
-
-Status LayeredBackend::fill_kv_random(uint64_t seed) {
-  MS_RETURN_IF_ERROR(launch_random_fill_bf16(kv_pool_.get(), kv_pool_.size(), seed, 1.0f, 0.f, stream_));
-  MS_CUDA_RETURN(cudaStreamSynchronize(stream_));
-  return Status::ok();
-}
-
-Status LayeredBackend::routed_experts_per_layer(std::vector<int>* out) {
+Status LayeredExecutor::routed_experts_per_layer(std::vector<int>* out) {
   MS_CUDA_RETURN(cudaStreamSynchronize(stream_));
   std::vector<int32_t> v;
   MS_RETURN_IF_ERROR(stat_active_.download(&v));
@@ -363,7 +166,7 @@ Status LayeredBackend::routed_experts_per_layer(std::vector<int>* out) {
   return Status::ok();
 }
 
-Status LayeredBackend::last_routing(int layer, std::vector<int32_t>* ids) {
+Status LayeredExecutor::last_routing(int layer, std::vector<int32_t>* ids) {
   if (layer < 0 || layer >= cfg_.n_layers) return invalid_argument("last_routing: no such layer");
   ids->clear();
   if (!cfg_.layers[layer].moe) return Status::ok();
@@ -376,17 +179,17 @@ Status LayeredBackend::last_routing(int layer, std::vector<int32_t>* ids) {
   return Status::ok();
 }
 
-bool LayeredBackend::is_decode_batch(const std::vector<SeqWork>& batch) const {
-  if (batch.empty() || static_cast<int>(batch.size()) > kDecodeMaxBatch) return false;
+bool LayeredExecutor::is_decode_batch(const std::vector<SeqWork>& batch) const {
+  if (batch.empty() || static_cast<int>(batch.size()) > kMaxDecodeRows) return false;
   for (const auto& w : batch)
     if (w.tokens.size() != 1) return false;
   return true;
 }
 
 // Fills the pinned metadata for the pieces and copies it to the device.
-Status LayeredBackend::stage_metadata(const std::vector<SeqWork>& batch, const std::vector<Piece>& pieces,
+Status LayeredExecutor::stage_metadata(const std::vector<SeqWork>& batch, const std::vector<Piece>& pieces,
                                       bool decode, StepShape* s) {
-  const int G = static_cast<int>(kv_.groups.size()), bs = opt_.block_size;
+  const int G = static_cast<int>(model_.kv_spec().groups.size()), bs = model_.block_size();
   const int Tm = opt_.max_step_tokens;
   MS_CUDA_RETURN(cudaEventSynchronize(meta_copied_));  // the previous copy is done with meta_host_
   int32_t* m = meta_host_.get();
@@ -441,8 +244,8 @@ Status LayeredBackend::stage_metadata(const std::vector<SeqWork>& batch, const s
   return Status::ok();
 }
 
-Status LayeredBackend::ffn(int li, int T, float* out, MoeSum* deferred, cudaStream_t st, cublasHandle_t blas) {
-  const Layer& l = layers_[li];
+Status LayeredExecutor::ffn(int li, int T, float* out, MoeSum* deferred, cudaStream_t st, cublasHandle_t blas) {
+  const DeviceLayer& l = model_.layer(li);
   const int H = cfg_.hidden;
   auto dense = [&](const DeviceBuffer<uint16_t>& gate_up, const DeviceBuffer<uint16_t>& down, int F,
                    float* y) -> Status {
@@ -513,11 +316,12 @@ Status LayeredBackend::ffn(int li, int T, float* out, MoeSum* deferred, cudaStre
 
 // The whole forward pass of one sub-step, launched on stream_ (captured into
 // a graph for decode steps).
-Status LayeredBackend::forward(const StepShape& s) {
+Status LayeredExecutor::run_forward(const StepShape& s) {
   const int T = s.T, H = cfg_.hidden, qw = cfg_.q_width(), qkvw = qw + 2 * cfg_.kv_width();
   const int32_t* meta = meta_dev_.get();
-  const int stride = static_cast<int>(kv_.groups.size()) * s.table_width;
-  MS_RETURN_IF_ERROR(launch_embedding(embed_.get(), meta + meta_.tokens, T, H, x_.get(), stream_));
+  const KvSpec& kv = model_.kv_spec();
+  const int stride = static_cast<int>(kv.groups.size()) * s.table_width;
+  MS_RETURN_IF_ERROR(launch_embedding(model_.embed(), meta + meta_.tokens, T, H, x_.get(), stream_));
   MS_RETURN_IF_ERROR(mark("embedding"));
   // Residual adds not yet applied to x_: pend0, then pend1 or the deferred
   // MoE combine (moe_y_, shared_out_), applied by the next add_norm.
@@ -525,9 +329,9 @@ Status LayeredBackend::forward(const StepShape& s) {
   const float* pend1 = nullptr;
   MoeSum pend_moe;
   for (int li = 0; li < cfg_.n_layers; ++li) {
-    const Layer& l = layers_[li];
+    const DeviceLayer& l = model_.layer(li);
     const LayerSpec& spec = cfg_.layers[li];
-    const int g = kv_.layer_group[li];
+    const int g = kv.layer_group[li];
     // The router reads the fp32 normed input; attention and dense FFNs the bf16 copy.
     MS_RETURN_IF_ERROR(launch_add_norm(x_.get(), pend0, pend1, nullptr, l.attn_norm.get(), cfg_.norm,
                                        cfg_.norm_eps, T, H, h_.get(),
@@ -555,16 +359,16 @@ Status LayeredBackend::forward(const StepShape& s) {
     r.nh = cfg_.n_heads;
     r.nkv = cfg_.n_kv_heads;
     r.hd = cfg_.head_dim;
-    r.block_size = opt_.block_size;
+    r.block_size = model_.block_size();
     r.pos = meta + meta_.pos;
     r.slots = meta + meta_.slots + size_t(g) * opt_.max_step_tokens;
     r.q_norm = cfg_.qk_norm ? l.q_norm.get() : nullptr;
     r.k_norm = cfg_.qk_norm ? l.k_norm.get() : nullptr;
     r.eps = cfg_.norm_eps;
-    r.inv_freq = spec.rope ? inv_freq_.get() : nullptr;
+    r.inv_freq = spec.rope ? model_.inv_freq() : nullptr;
     r.style = cfg_.rope_style;
-    r.k_cache = kv_pool_.get() + l.k_off;
-    r.v_cache = kv_pool_.get() + l.v_off;
+    r.k_cache = model_.kv_pool() + l.k_off;
+    r.v_cache = model_.kv_pool() + l.v_off;
     MS_RETURN_IF_ERROR(launch_rope_kv(r, stream_));
     MS_RETURN_IF_ERROR(mark("rope_kv"));
     AttnArgs a;
@@ -585,7 +389,7 @@ Status LayeredBackend::forward(const StepShape& s) {
     a.nh = cfg_.n_heads;
     a.nkv = cfg_.n_kv_heads;
     a.hd = cfg_.head_dim;
-    a.block_size = opt_.block_size;
+    a.block_size = model_.block_size();
     a.scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim));
     a.part_o = part_o_.get();
     a.part_lse = part_lse_.get();
@@ -616,10 +420,10 @@ Status LayeredBackend::forward(const StepShape& s) {
   }
   // Final norm of the rows whose logits are wanted (residual adds applied to them).
   const int R = s.n_logits;
-  MS_RETURN_IF_ERROR(launch_add_norm(x_.get(), pend0, pend1, meta + meta_.logit_rows, final_norm_.get(), cfg_.norm,
+  MS_RETURN_IF_ERROR(launch_add_norm(x_.get(), pend0, pend1, meta + meta_.logit_rows, model_.final_norm(), cfg_.norm,
                                      cfg_.norm_eps, R, H, last_h_.get(), nullptr, stream_, pend_moe));
   MS_RETURN_IF_ERROR(mark("final_norm"));
-  const void* head = lm_head_.size() ? lm_head_.get() : embed_.get();
+  const void* head = model_.lm_head();
   MS_RETURN_IF_ERROR(launch_linear(cublas_, last_h_.get(), H, head, nullptr, cfg_.logit_scale, logits_.get(),
                                    cfg_.vocab_size, R, cfg_.vocab_size, H, stream_));
   MS_RETURN_IF_ERROR(mark("lm_head"));
@@ -631,7 +435,7 @@ Status LayeredBackend::forward(const StepShape& s) {
   return Status::ok();
 }
 
-Status LayeredBackend::mark(const char* op) {
+Status LayeredExecutor::mark(const char* op) {
   if (!prof_) return Status::ok();
   if (prof_->size() >= prof_pool_.size()) return internal_error("profile_step: more ops than events");
   cudaEvent_t ev = prof_pool_[prof_->size()];
@@ -642,9 +446,9 @@ Status LayeredBackend::mark(const char* op) {
   return Status::ok();
 }
 
-Status LayeredBackend::profile_step(const std::vector<SeqWork>& batch,
+Status LayeredExecutor::profile_step(const std::vector<SeqWork>& batch,
                                     std::vector<std::pair<std::string, double>>* us_by_op) {
-  MS_RETURN_IF_ERROR(validate_batch(kv_, cfg_, batch));
+  MS_RETURN_IF_ERROR(validate_batch(model_.kv_spec(), cfg_, batch));
   const bool decode = is_decode_batch(batch);
   std::vector<Piece> pieces;
   int total = 0;
@@ -685,7 +489,7 @@ Status LayeredBackend::profile_step(const std::vector<SeqWork>& batch,
   }
   prof_ = &marks;
   Status st = mark("start");
-  if (st.is_ok()) st = forward(s);
+  if (st.is_ok()) st = run_forward(s);
   prof_ = nullptr;
   cudaGraph_t graph = nullptr;
   cudaError_t e = cudaStreamEndCapture(stream_, &graph);
@@ -709,13 +513,13 @@ Status LayeredBackend::profile_step(const std::vector<SeqWork>& batch,
   return Status::ok();
 }
 
-Status LayeredBackend::run_decode_graph(const StepShape& s) {
-  if (!opt_.use_graphs) return forward(s);
+Status LayeredExecutor::run_decode_graph(const StepShape& s) {
+  if (!opt_.use_graphs) return run_forward(s);
   const auto key = std::make_pair(s.T, s.table_width);
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     MS_CUDA_RETURN(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    Status st = forward(s);
+    Status st = run_forward(s);
     cudaGraph_t graph = nullptr;
     cudaError_t e = cudaStreamEndCapture(stream_, &graph);
     if (!st.is_ok()) {
@@ -733,49 +537,50 @@ Status LayeredBackend::run_decode_graph(const StepShape& s) {
   return Status::ok();
 }
 
-// Splits the batch into pieces of at most max_step_tokens tokens and packs
-// them into sub-steps; each sub-step's logits rows are copied out.
-Status LayeredBackend::run_pieces(const std::vector<SeqWork>& batch, const std::vector<Piece>& pieces,
-                                  StepResult* out) {
-  StepShape s;
-  MS_RETURN_IF_ERROR(stage_metadata(batch, pieces, false, &s));
-  MS_RETURN_IF_ERROR(forward(s));
-  int row = 0;
-  for (const Piece& p : pieces) {
-    if (!p.need_logits) continue;
-    auto& dst = out->logits[p.batch_index];
-    dst.resize(cfg_.vocab_size);
-    MS_CUDA_RETURN(cudaMemcpyAsync(dst.data(), logits_.get() + size_t(row) * cfg_.vocab_size,
-                                   size_t(cfg_.vocab_size) * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    ++row;
-  }
-  MS_CUDA_RETURN(cudaStreamSynchronize(stream_));
-  return Status::ok();
-}
-
-Status LayeredBackend::step(const std::vector<SeqWork>& batch, StepResult* out) {
-  MS_RETURN_IF_ERROR(validate_batch(kv_, cfg_, batch));
-  out->logits.assign(batch.size(), {});
-  if (is_decode_batch(batch)) {
+Status LayeredExecutor::forward(const std::vector<SeqWork>& batch, const LogitsFn& on_logits) {
+  MS_RETURN_IF_ERROR(validate_batch(model_.kv_spec(), cfg_, batch));
+  if (is_decode_batch(batch)) {  // the decode graph: logits row i is batch entry i
     std::vector<Piece> pieces;
-    for (size_t i = 0; i < batch.size(); ++i)
+    std::vector<int> batch_of_row;
+    for (size_t i = 0; i < batch.size(); ++i) {
       pieces.push_back({static_cast<int>(i), batch[i].start_pos, 0, 1, batch[i].need_logits});
+      batch_of_row.push_back(static_cast<int>(i));
+    }
     StepShape s;
     MS_RETURN_IF_ERROR(stage_metadata(batch, pieces, true, &s));
     MS_RETURN_IF_ERROR(run_decode_graph(s));
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (!batch[i].need_logits) continue;
-      out->logits[i].resize(cfg_.vocab_size);
-      MS_CUDA_RETURN(cudaMemcpyAsync(out->logits[i].data(), logits_.get() + i * size_t(cfg_.vocab_size),
-                                     size_t(cfg_.vocab_size) * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    return on_logits(logits_.get(), batch_of_row);
+  }
+  // Eager sub-steps: each one's logits rows (pieces with need_logits, in
+  // order) are handed over before the next reuses the buffer.
+  return for_each_substep(batch, [&](const std::vector<Piece>& pieces) -> Status {
+    StepShape s;
+    MS_RETURN_IF_ERROR(stage_metadata(batch, pieces, false, &s));
+    MS_RETURN_IF_ERROR(run_forward(s));
+    std::vector<int> batch_of_row;
+    for (const Piece& p : pieces)
+      if (p.need_logits) batch_of_row.push_back(p.batch_index);
+    return on_logits(logits_.get(), batch_of_row);
+  });
+}
+
+Status LayeredExecutor::step(const std::vector<SeqWork>& batch, StepResult* out) {
+  out->logits.assign(batch.size(), {});
+  const size_t V = cfg_.vocab_size;
+  return forward(batch, [&](const float* logits, const std::vector<int>& rows) -> Status {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const int b = rows[r];
+      if (!batch[b].need_logits) continue;
+      out->logits[b].resize(V);
+      MS_CUDA_RETURN(cudaMemcpyAsync(out->logits[b].data(), logits + r * V, V * sizeof(float), cudaMemcpyDeviceToHost,
+                                     stream_));
     }
     MS_CUDA_RETURN(cudaStreamSynchronize(stream_));
     return Status::ok();
-  }
-  return for_each_substep(batch, [&](const std::vector<Piece>& pieces) { return run_pieces(batch, pieces, out); });
+  });
 }
 
-Status LayeredBackend::for_each_substep(const std::vector<SeqWork>& batch,
+Status LayeredExecutor::for_each_substep(const std::vector<SeqWork>& batch,
                                         const std::function<Status(const std::vector<Piece>&)>& run) const {
   const int Tm = opt_.max_step_tokens;
   std::vector<Piece> cur;
@@ -799,8 +604,9 @@ Status LayeredBackend::for_each_substep(const std::vector<SeqWork>& batch,
   return Status::ok();
 }
 
-Status LayeredBackend::enqueue_decode(const std::vector<SeqWork>& batch) {
-  if (!is_decode_batch(batch)) return invalid_argument("decode step: every sequence needs one token, batch <= 8");
+Status LayeredExecutor::enqueue_decode(const std::vector<SeqWork>& batch) {
+  if (!is_decode_batch(batch))
+    return invalid_argument("decode step: every sequence needs one token, batch <= " + std::to_string(kMaxDecodeRows));
   std::vector<Piece> pieces;
   for (size_t i = 0; i < batch.size(); ++i) pieces.push_back({static_cast<int>(i), batch[i].start_pos, 0, 1, true});
   StepShape s;
@@ -808,9 +614,9 @@ Status LayeredBackend::enqueue_decode(const std::vector<SeqWork>& batch) {
   return run_decode_graph(s);
 }
 
-Status LayeredBackend::decode_greedy(const std::vector<SeqWork>& batch, std::vector<int32_t>* tokens,
+Status LayeredExecutor::decode_greedy(const std::vector<SeqWork>& batch, std::vector<int32_t>* tokens,
                                      std::vector<float>* logprobs) {
-  MS_RETURN_IF_ERROR(validate_batch(kv_, cfg_, batch));
+  MS_RETURN_IF_ERROR(validate_batch(model_.kv_spec(), cfg_, batch));
   MS_RETURN_IF_ERROR(enqueue_decode(batch));
   tokens->resize(batch.size());
   MS_CUDA_RETURN(cudaMemcpyAsync(tokens->data(), tokens_out_.get(), batch.size() * sizeof(int32_t),

@@ -1,17 +1,18 @@
-// LayeredBackend: the CUDA backend with one kernel per op (src/gpu/ops/).
-// The strong baseline the megakernel must beat, and the prefill engine.
+// LayeredExecutor: runs forward steps with one kernel per op (src/gpu/ops/)
+// on a borrowed DeviceModel. The prefill engine, and the decode path wherever
+// the megakernel does not run (and its baseline).
 //
-// Precision: bf16 weights (f16 / f32 checkpoints are converted on upload),
-// bf16 KV cache, bf16 activations into every matmul, fp32 accumulation, fp32
-// residual stream, norm weights, biases, router input and logits.
+// Precision: bf16 weights and KV cache (the device model), bf16 activations
+// into every matmul, fp32 accumulation, fp32 residual stream, norm weights,
+// biases, router input and logits.
 //
 // A step is split into sub-steps of at most max_step_tokens tokens and
 // max_seqs sequences (a long prefill chunk runs as consecutive pieces). A
-// decode step (every sequence one token, batch 1..8) replays a CUDA graph
-// captured once per batch size: the graph reads its per-step metadata
-// (tokens, positions, KV slots, block tables) from fixed device buffers that
-// are refreshed by one host-to-device copy before each replay. Other steps
-// run the same launch sequence eagerly.
+// decode step (every sequence one token, batch 1..kMaxDecodeRows) replays a
+// CUDA graph captured once per batch size: the graph reads its per-step
+// metadata (tokens, positions, KV slots, block tables) from fixed device
+// buffers that are refreshed by one host-to-device copy before each replay.
+// Other steps run the same launch sequence eagerly.
 #pragma once
 
 #include <cublas_v2.h>
@@ -26,8 +27,8 @@
 
 #include "engine/backend.h"
 #include "gpu/common/device_buffer.h"
+#include "gpu/device_model.h"
 #include "gpu/ops/elementwise.h"
-#include "model/weights.h"
 
 namespace ms::gpu {
 
@@ -39,11 +40,7 @@ inline const char* moe_prefill_name(MoePrefillPath p) {
   return p == MoePrefillPath::kGrouped ? "grouped" : "kernel";
 }
 
-struct LayeredBackendOptions {
-  int block_size = 64;
-  // KV cache budget in bytes (bf16 K and V, all layers); 0: 90% of the device
-  // memory left after weights and activations.
-  size_t kv_bytes = size_t(1) << 30;
+struct LayeredOptions {
   int max_context = 0;         // longest sequence (tokens); 0: min(max_position, 262144)
   int max_step_tokens = 2048;  // tokens per sub-step (sizes the activation buffers)
   int max_seqs = 64;           // sequences per sub-step
@@ -66,38 +63,38 @@ struct LayeredBackendOptions {
   MoePrefillPath moe_prefill = MoePrefillPath::kGrouped;
 };
 
-class LayeredBackend final : public Backend {
- public:
-  // Uploads a checkpoint's weights (converted to bf16).
-  static Result<std::unique_ptr<LayeredBackend>> create(const ModelConfig& cfg, const ModelWeights& w,
-                                                        const LayeredBackendOptions& opt);
-  // Random bf16 weights of the full shape generated on the device (no host
-  // copy): matrices U(-a, a) with std 0.02, norm weights 1.
-  static Result<std::unique_ptr<LayeredBackend>> create_random(const ModelConfig& cfg, uint64_t seed,
-                                                               const LayeredBackendOptions& opt);
-  ~LayeredBackend() override;
+// Decode rows one captured decode graph takes.
+constexpr int kMaxDecodeRows = 8;
 
-  const char* name() const override { return "layered"; }
-  const ModelConfig& config() const override { return cfg_; }
-  const KvSpec& kv_spec() const override { return kv_; }
-  Status step(const std::vector<SeqWork>& batch, StepResult* out) override;
-  // Device sampling (layered_sampling.cpp): the forward of step(), then the
-  // sampler kernel (gpu/ops/sampling.h) on the logits rows left on the
-  // device; only tokens and logprobs are copied back.
-  bool supports_sampling() const override;
-  Status step_sample(const std::vector<SeqWork>& batch, const std::vector<const SampleSpec*>& specs,
-                     std::vector<SampleResult>* out) override;
+class LayeredExecutor {
+ public:
+  // Model shapes the layered kernels do not take, named (before any upload).
+  static Status check_supported(const ModelConfig& cfg);
+  // Allocates the activations and metadata for `model` (whose KV pool may
+  // be allocated afterwards: the executor reads its layout at each step).
+  static Result<std::unique_ptr<LayeredExecutor>> create(DeviceModel& model, const LayeredOptions& opt);
+  ~LayeredExecutor();
+
+  // Called with the device logits (rows x vocab fp32) after each forward
+  // pass; batch_of_row[r] is the batch entry of logits row r.
+  using LogitsFn = std::function<Status(const float* logits, const std::vector<int>& batch_of_row)>;
+  // Runs the batch (decode graph or eager sub-steps) and hands each
+  // sub-step's logits rows to `on_logits` before the next sub-step reuses
+  // the buffer.
+  Status forward(const std::vector<SeqWork>& batch, const LogitsFn& on_logits);
+  // forward() with every logits row copied to the host.
+  Status step(const std::vector<SeqWork>& batch, StepResult* out);
+  bool is_decode_batch(const std::vector<SeqWork>& batch) const;
 
   // Decode step with greedy sampling on the device: only token ids and their
-  // log-probabilities come back. Every SeqWork must hold one token; batch <= 8.
+  // log-probabilities come back. Every SeqWork must hold one token; batch <=
+  // kMaxDecodeRows.
   Status decode_greedy(const std::vector<SeqWork>& batch, std::vector<int32_t>* tokens,
                        std::vector<float>* logprobs);
   // Benchmark hook: enqueues the metadata upload and the decode graph (with
   // greedy sampling) on stream() and returns without synchronising.
   Status enqueue_decode(const std::vector<SeqWork>& batch);
   cudaStream_t stream() const { return stream_; }
-  // Fills the whole KV cache with random bf16 values (benchmark contexts).
-  Status fill_kv_random(uint64_t seed);
   // Distinct experts routed per layer in the last step (0 for dense layers).
   Status routed_experts_per_layer(std::vector<int>* out);
   // Debug: expert ids (top_k per token row, best first) chosen at layer
@@ -110,28 +107,10 @@ class LayeredBackend final : public Backend {
   // op name summed over layers, in first-seen order (the gaps between
   // kernels are charged to the op that follows them).
   Status profile_step(const std::vector<SeqWork>& batch, std::vector<std::pair<std::string, double>>* us_by_op);
-  size_t weight_bytes() const { return weight_bytes_; }
-  const LayeredBackendOptions& options() const { return opt_; }
-  size_t kv_bytes() const { return kv_pool_.bytes(); }
+  const LayeredOptions& options() const { return opt_; }
+  int max_blocks() const { return max_blocks_; }
 
  private:
-  struct Layer {
-    DeviceBuffer<uint16_t> qkv_w;   // (qw + 2 kvw, H) bf16
-    DeviceBuffer<float> qkv_b;      // (qw + 2 kvw) fp32, attention_bias only
-    DeviceBuffer<uint16_t> o_w;     // (H, qw) bf16
-    DeviceBuffer<float> o_b;        // (H)
-    DeviceBuffer<float> attn_norm, ffn_norm;  // (H)
-    DeviceBuffer<float> q_norm, k_norm;       // (hd)
-    DeviceBuffer<uint16_t> gate_up; // dense (2F, H) bf16: gate rows then up rows
-    DeviceBuffer<uint16_t> down;    // dense (H, F)
-    DeviceBuffer<uint16_t> router;  // (E, H)
-    DeviceBuffer<float> router_f32; // (E, H): the same values widened, for the prefill router GEMM
-    DeviceBuffer<uint16_t> experts_gate_up;  // (E, 2I, H)
-    DeviceBuffer<uint16_t> experts_down;     // (E, H, I)
-    DeviceBuffer<uint16_t> shared_gate_up;   // (2S, H)
-    DeviceBuffer<uint16_t> shared_down;      // (H, S)
-    size_t k_off = 0, v_off = 0;             // element offsets into kv_pool_
-  };
   // One contiguous piece of a sequence's tokens run in a sub-step.
   struct Piece {
     int batch_index = 0;
@@ -151,37 +130,30 @@ class LayeredBackend final : public Backend {
     bool decode = false;
   };
 
-  LayeredBackend() = default;
-  Status init_common(const ModelConfig& cfg, const LayeredBackendOptions& opt);
-  Status alloc_weights();
-  Status upload_weights(const ModelWeights& w);
-  Status random_weights(uint64_t seed);
+  explicit LayeredExecutor(DeviceModel& model) : model_(model), cfg_(model.config()) {}
+  Status init_common(const LayeredOptions& opt);
   Status alloc_runtime();
   Status stage_metadata(const std::vector<SeqWork>& batch, const std::vector<Piece>& pieces, bool decode,
                         StepShape* shape);
-  Status forward(const StepShape& s);
+  Status run_forward(const StepShape& s);
   // MoE layers with `deferred`: the combine is left to the next add_norm
   // (*deferred set) and `out` is not written.
   // Launches on `st` (cuBLAS calls through `blas`, bound to st by launch_linear).
   Status ffn(int li, int T, float* out, MoeSum* deferred, cudaStream_t st, cublasHandle_t blas);
-  // The routed experts of one MoE layer's prefill sub-step as GEMMs (moe_y_).
   Status run_decode_graph(const StepShape& s);
-  Status run_pieces(const std::vector<SeqWork>& batch, const std::vector<Piece>& pieces, StepResult* out);
-  bool is_decode_batch(const std::vector<SeqWork>& batch) const;
   // Packs the batch's tokens into sub-steps of <= max_step_tokens tokens and
   // <= max_seqs pieces (a long prompt runs as consecutive pieces) and calls
   // run on each, in order.
   Status for_each_substep(const std::vector<SeqWork>& batch,
                           const std::function<Status(const std::vector<Piece>&)>& run) const;
 
-  ModelConfig cfg_;
-  LayeredBackendOptions opt_;
-  KvSpec kv_;
+  DeviceModel& model_;
+  const ModelConfig& cfg_;
+  LayeredOptions opt_;
   int max_blocks_ = 0;   // block-table width per sequence
   int sm_count_ = 0;
   int ws_rowsplits_ = 0; // attention workspace capacity, rows * splits
-  int last_T_ = 0;       // token rows of the last forward() (last_routing)
-  size_t weight_bytes_ = 0;
+  int last_T_ = 0;       // token rows of the last forward (last_routing)
 
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
@@ -191,13 +163,6 @@ class LayeredBackend final : public Backend {
   cudaStream_t aux_stream_ = nullptr;
   cublasHandle_t cublas_aux_ = nullptr;
   cudaEvent_t fork_ev_ = nullptr, join_ev_ = nullptr;
-
-  DeviceBuffer<uint16_t> embed_;     // (V, H) bf16
-  DeviceBuffer<uint16_t> lm_head_;   // (V, H) bf16, empty when tied to embed_
-  DeviceBuffer<float> final_norm_;   // (H)
-  DeviceBuffer<float> inv_freq_;     // (hd / 2)
-  std::vector<Layer> layers_;
-  DeviceBuffer<uint16_t> kv_pool_;   // all layers' K and V caches, bf16
 
   // Activations, Tm = max_step_tokens rows.
   DeviceBuffer<float> x_;            // (Tm, H) residual stream
@@ -233,7 +198,7 @@ class LayeredBackend final : public Backend {
   cudaEvent_t meta_copied_ = nullptr;  // the last metadata copy has read meta_host_
   DeviceBuffer<int32_t> meta_dev_;
 
-  // profile_step: when set, forward() records a timed event after each op.
+  // profile_step: when set, run_forward() records a timed event after each op.
   struct ProfMark {
     const char* op;
     cudaEvent_t ev;
@@ -244,16 +209,6 @@ class LayeredBackend final : public Backend {
 
   // Decode graphs by (batch size, block-table row stride).
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;
-
-  // Device sampling (layered_sampling.cpp): buffers created on first use.
-  struct SamplingState;
-  struct SamplingStateDeleter {
-    void operator()(SamplingState* s) const;
-  };
-  std::unique_ptr<SamplingState, SamplingStateDeleter> sampling_;
-  // Samples logits_ row r for batch entry batch_of_row[r] (-1: skip).
-  Status sample_rows(const std::vector<const SampleSpec*>& specs, const std::vector<int>& batch_of_row,
-                     std::vector<SampleResult>* out);
 };
 
 }  // namespace ms::gpu

@@ -1,0 +1,239 @@
+#include "gpu/device_model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "core/log.h"
+#include "gpu/common/cuda_check.h"
+#include "gpu/common/device_info.h"
+#include "gpu/common/random_fill.h"
+#include "gpu/ops/elementwise.h"
+#include "ref/ref_ops.h"
+
+namespace ms::gpu {
+namespace {
+
+// Converts a checkpoint view to bf16 bits (bf16 views are copied as they are).
+std::vector<uint16_t> to_bf16(const MatView& m) {
+  std::vector<uint16_t> out(static_cast<size_t>(m.numel()));
+  if (m.dtype == DType::kBF16) {
+    std::memcpy(out.data(), m.data, out.size() * 2);
+  } else {
+    std::vector<float> f = m.to_f32();
+    for (size_t i = 0; i < f.size(); ++i) out[i] = f32_to_bf16(f[i]);
+  }
+  return out;
+}
+
+Status put_bf16(DeviceBuffer<uint16_t>& dst, size_t offset, const MatView& m) {
+  if (m.empty()) return internal_error("missing tensor for upload");
+  std::vector<uint16_t> v = to_bf16(m);
+  return dst.upload(v.data(), v.size(), offset);
+}
+
+Status put_f32(DeviceBuffer<float>& dst, size_t offset, const MatView& m) {
+  std::vector<float> v = m.to_f32();
+  return dst.upload(v.data(), v.size(), offset);
+}
+
+}  // namespace
+
+Status DeviceModel::init(const ModelConfig& cfg, const DeviceModelOptions& opt) {
+  if (!has_gpu()) return unavailable("no CUDA GPU of compute capability >= 9.0");
+  MS_RETURN_IF_ERROR(cfg.validate());
+  if (opt.block_size <= 0) return invalid_argument("block size must be positive");
+  cfg_ = cfg;
+  opt_ = opt;
+  return Status::ok();
+}
+
+Status DeviceModel::alloc_weights() {
+  const int64_t H = cfg_.hidden, V = cfg_.vocab_size, qkvw = cfg_.q_width() + 2 * cfg_.kv_width();
+  const int64_t hd = cfg_.head_dim;
+  weight_bytes_ = 0;
+  auto bf = [&](DeviceBuffer<uint16_t>& b, int64_t n) {
+    weight_bytes_ += size_t(n) * 2;
+    return b.alloc(size_t(n));
+  };
+  MS_RETURN_IF_ERROR(bf(embed_, V * H));
+  if (!cfg_.tie_embeddings) MS_RETURN_IF_ERROR(bf(lm_head_, V * H));
+  MS_RETURN_IF_ERROR(final_norm_.alloc(H));
+  layers_.clear();
+  layers_.resize(cfg_.n_layers);
+  for (int li = 0; li < cfg_.n_layers; ++li) {
+    DeviceLayer& l = layers_[li];
+    MS_RETURN_IF_ERROR(bf(l.qkv_w, qkvw * H));
+    MS_RETURN_IF_ERROR(bf(l.o_w, H * cfg_.q_width()));
+    if (cfg_.attention_bias) {
+      MS_RETURN_IF_ERROR(l.qkv_b.alloc(qkvw));
+      MS_RETURN_IF_ERROR(l.o_b.alloc(H));
+    }
+    MS_RETURN_IF_ERROR(l.attn_norm.alloc(H));
+    if (!cfg_.parallel_block) MS_RETURN_IF_ERROR(l.ffn_norm.alloc(H));
+    if (cfg_.qk_norm) {
+      MS_RETURN_IF_ERROR(l.q_norm.alloc(hd));
+      MS_RETURN_IF_ERROR(l.k_norm.alloc(hd));
+    }
+    if (!cfg_.layers[li].moe) {
+      MS_RETURN_IF_ERROR(bf(l.gate_up, 2 * int64_t(cfg_.dense_ffn) * H));
+      MS_RETURN_IF_ERROR(bf(l.down, H * cfg_.dense_ffn));
+    } else {
+      const int64_t E = cfg_.n_experts, I = cfg_.moe_ffn;
+      MS_RETURN_IF_ERROR(bf(l.router, E * H));
+      MS_RETURN_IF_ERROR(l.router_f32.alloc(E * H));
+      MS_RETURN_IF_ERROR(bf(l.experts_gate_up, E * 2 * I * H));
+      MS_RETURN_IF_ERROR(bf(l.experts_down, E * H * I));
+      if (cfg_.n_shared_experts > 0) {
+        MS_RETURN_IF_ERROR(bf(l.shared_gate_up, 2 * int64_t(cfg_.shared_ffn) * H));
+        MS_RETURN_IF_ERROR(bf(l.shared_down, H * cfg_.shared_ffn));
+      }
+    }
+  }
+  std::vector<float> inv = ref_rope_inv_freq(cfg_);
+  return inv_freq_.upload(inv);
+}
+
+Status DeviceModel::upload_weights(const ModelWeights& w) {
+  const int64_t H = cfg_.hidden, qw = cfg_.q_width(), kvw = cfg_.kv_width();
+  MS_RETURN_IF_ERROR(put_bf16(embed_, 0, w.embed));
+  if (!cfg_.tie_embeddings) MS_RETURN_IF_ERROR(put_bf16(lm_head_, 0, w.lm_head));
+  MS_RETURN_IF_ERROR(put_f32(final_norm_, 0, w.final_norm));
+  for (int li = 0; li < cfg_.n_layers; ++li) {
+    const LayerWeights& s = w.layers[li];
+    DeviceLayer& l = layers_[li];
+    std::string ctx = "uploading layer " + std::to_string(li);
+    // Progress for large checkpoints (a 60 GB model uploads for tens of seconds).
+    if (weight_bytes_ > (size_t(1) << 30) && (li % 8 == 0 || li + 1 == cfg_.n_layers)) {
+      MS_LOG(Info) << "gpu: uploading weights, layer " << li + 1 << "/" << cfg_.n_layers << " ("
+                   << weight_bytes_ / (1 << 20) << " MiB in all)";
+    }
+    MS_RETURN_IF_ERROR(put_bf16(l.qkv_w, 0, s.q).with_context(ctx));
+    MS_RETURN_IF_ERROR(put_bf16(l.qkv_w, qw * H, s.k).with_context(ctx));
+    MS_RETURN_IF_ERROR(put_bf16(l.qkv_w, (qw + kvw) * H, s.v).with_context(ctx));
+    MS_RETURN_IF_ERROR(put_bf16(l.o_w, 0, s.o).with_context(ctx));
+    if (cfg_.attention_bias) {
+      MS_RETURN_IF_ERROR(put_f32(l.qkv_b, 0, s.q_bias));
+      MS_RETURN_IF_ERROR(put_f32(l.qkv_b, qw, s.k_bias));
+      MS_RETURN_IF_ERROR(put_f32(l.qkv_b, qw + kvw, s.v_bias));
+      MS_RETURN_IF_ERROR(put_f32(l.o_b, 0, s.o_bias));
+    }
+    MS_RETURN_IF_ERROR(put_f32(l.attn_norm, 0, s.attn_norm));
+    if (!cfg_.parallel_block) MS_RETURN_IF_ERROR(put_f32(l.ffn_norm, 0, s.ffn_norm));
+    if (cfg_.qk_norm) {
+      MS_RETURN_IF_ERROR(put_f32(l.q_norm, 0, s.q_norm));
+      MS_RETURN_IF_ERROR(put_f32(l.k_norm, 0, s.k_norm));
+    }
+    if (!cfg_.layers[li].moe) {
+      const int64_t F = cfg_.dense_ffn;
+      MS_RETURN_IF_ERROR(put_bf16(l.gate_up, 0, s.gate).with_context(ctx));
+      MS_RETURN_IF_ERROR(put_bf16(l.gate_up, F * H, s.up).with_context(ctx));
+      MS_RETURN_IF_ERROR(put_bf16(l.down, 0, s.down).with_context(ctx));
+    } else {
+      const int64_t I = cfg_.moe_ffn;
+      MS_RETURN_IF_ERROR(put_bf16(l.router, 0, s.router).with_context(ctx));
+      if (static_cast<int>(s.experts.size()) != cfg_.n_experts) return internal_error(ctx + ": expert count");
+      for (int e = 0; e < cfg_.n_experts; ++e) {
+        MS_RETURN_IF_ERROR(put_bf16(l.experts_gate_up, e * 2 * I * H, s.experts[e].gate).with_context(ctx));
+        MS_RETURN_IF_ERROR(put_bf16(l.experts_gate_up, (e * 2 + 1) * I * H, s.experts[e].up).with_context(ctx));
+        MS_RETURN_IF_ERROR(put_bf16(l.experts_down, e * H * I, s.experts[e].down).with_context(ctx));
+      }
+      if (cfg_.n_shared_experts > 0) {
+        const int64_t S = cfg_.shared_ffn;
+        MS_RETURN_IF_ERROR(put_bf16(l.shared_gate_up, 0, s.shared.gate).with_context(ctx));
+        MS_RETURN_IF_ERROR(put_bf16(l.shared_gate_up, S * H, s.shared.up).with_context(ctx));
+        MS_RETURN_IF_ERROR(put_bf16(l.shared_down, 0, s.shared.down).with_context(ctx));
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status DeviceModel::random_weights(uint64_t seed) {
+  const float a = 0.02f * std::sqrt(3.0f);  // U(-a, a) has std 0.02
+  uint64_t n = 0;
+  auto mat = [&](DeviceBuffer<uint16_t>& b) {
+    return launch_random_fill_bf16(b.get(), b.size(), seed * 1000003ull + (++n), a, 0.f, nullptr);
+  };
+  auto ones = [&](DeviceBuffer<float>& b) { return launch_random_fill_f32(b.get(), b.size(), 0, 0.f, 1.f, nullptr); };
+  auto small = [&](DeviceBuffer<float>& b) {
+    return launch_random_fill_f32(b.get(), b.size(), seed * 1000003ull + (++n), a, 0.f, nullptr);
+  };
+  MS_RETURN_IF_ERROR(mat(embed_));
+  if (lm_head_.size()) MS_RETURN_IF_ERROR(mat(lm_head_));
+  MS_RETURN_IF_ERROR(ones(final_norm_));
+  for (DeviceLayer& l : layers_) {
+    for (DeviceBuffer<uint16_t>* b : {&l.qkv_w, &l.o_w, &l.gate_up, &l.down, &l.router, &l.experts_gate_up,
+                                      &l.experts_down, &l.shared_gate_up, &l.shared_down})
+      MS_RETURN_IF_ERROR(mat(*b));
+    for (DeviceBuffer<float>* b : {&l.attn_norm, &l.ffn_norm, &l.q_norm, &l.k_norm}) MS_RETURN_IF_ERROR(ones(*b));
+    for (DeviceBuffer<float>* b : {&l.qkv_b, &l.o_b}) MS_RETURN_IF_ERROR(small(*b));
+  }
+  return Status::ok();
+}
+
+// Weights derived from the loaded ones: the routers widened to fp32. The
+// uploads were cudaMemcpy from pageable memory on the legacy stream, which
+// can return before the last DMA lands: wait for the device first.
+Status DeviceModel::derive() {
+  MS_CUDA_RETURN(cudaDeviceSynchronize());
+  for (DeviceLayer& l : layers_)
+    if (l.router.size()) MS_RETURN_IF_ERROR(launch_bf16_to_f32(l.router.get(), l.router.size(), l.router_f32.get(), nullptr));
+  MS_CUDA_RETURN(cudaDeviceSynchronize());
+  return Status::ok();
+}
+
+Result<std::unique_ptr<DeviceModel>> DeviceModel::create(const ModelConfig& cfg, const ModelWeights& w,
+                                                         const DeviceModelOptions& opt) {
+  auto m = std::unique_ptr<DeviceModel>(new DeviceModel());
+  MS_RETURN_IF_ERROR(m->init(cfg, opt));
+  MS_RETURN_IF_ERROR(m->alloc_weights());
+  MS_RETURN_IF_ERROR(m->upload_weights(w));
+  MS_RETURN_IF_ERROR(m->derive());
+  return m;
+}
+
+Result<std::unique_ptr<DeviceModel>> DeviceModel::create_random(const ModelConfig& cfg, uint64_t seed,
+                                                                const DeviceModelOptions& opt) {
+  auto m = std::unique_ptr<DeviceModel>(new DeviceModel());
+  MS_RETURN_IF_ERROR(m->init(cfg, opt));
+  MS_RETURN_IF_ERROR(m->alloc_weights());
+  MS_RETURN_IF_ERROR(m->random_weights(seed));
+  MS_RETURN_IF_ERROR(m->derive());
+  return m;
+}
+
+Status DeviceModel::alloc_kv(size_t bytes, const std::vector<int>& blocks) {
+  if (!blocks.empty()) {
+    kv_ = make_kv_spec_blocks(cfg_, opt_.block_size, blocks, 2);
+  } else {
+    size_t budget = bytes;
+    if (budget == 0) {
+      size_t free_b = 0, total_b = 0;
+      MS_CUDA_RETURN(cudaMemGetInfo(&free_b, &total_b));
+      budget = free_b / 10 * 9;
+    }
+    kv_ = make_kv_spec(cfg_, opt_.block_size, budget, 2);
+  }
+  if (kv_.groups.size() > 2) return internal_error("more than two KV groups");
+  size_t total = 0;
+  const size_t per_block = size_t(cfg_.n_kv_heads) * opt_.block_size * cfg_.head_dim;  // elements, K or V
+  for (int li = 0; li < cfg_.n_layers; ++li) {
+    const KvGroupSpec& g = kv_.groups[kv_.layer_group[li]];
+    layers_[li].k_off = total;
+    total += per_block * g.num_blocks;
+    layers_[li].v_off = total;
+    total += per_block * g.num_blocks;
+  }
+  MS_RETURN_IF_ERROR(kv_pool_.alloc(total));
+  MS_CUDA_RETURN(cudaMemset(kv_pool_.get(), 0, kv_pool_.bytes()));
+  return Status::ok();
+}
+
+Status DeviceModel::fill_kv_random(uint64_t seed, cudaStream_t stream) {
+  MS_RETURN_IF_ERROR(launch_random_fill_bf16(kv_pool_.get(), kv_pool_.size(), seed, 1.0f, 0.f, stream));
+  MS_CUDA_RETURN(cudaStreamSynchronize(stream));
+  return Status::ok();
+}
+
+}  // namespace ms::gpu

@@ -1,0 +1,103 @@
+#include "gpu/gpu_backend.h"
+
+#include "core/log.h"
+#include "gpu/common/cuda_check.h"
+
+namespace ms::gpu {
+
+Result<DecodePath> parse_decode_path(const std::string& s) {
+  if (s == "layered") return DecodePath::kLayered;
+  if (s == "megakernel") return DecodePath::kMegakernel;
+  return invalid_argument("unknown decode backend '" + s + "' (available: megakernel, layered)");
+}
+
+Status GpuBackend::init_executors(const GpuBackendOptions& opt) {
+  LayeredOptions lo = opt.layered;
+  lo.max_context = opt.max_context;
+  MS_ASSIGN_OR_RETURN(layered_, LayeredExecutor::create(*model_, lo));
+  if (opt.decode == DecodePath::kMegakernel) {
+    MkOptions mo = opt.mk;
+    mo.max_context = opt.max_context;
+    Status why = MkExecutor::check_supported(model_->config(), opt.block_size);
+    if (why.is_ok()) {
+      auto mk = MkExecutor::create(*model_, layered_->stream(), mo);
+      if (mk.is_ok()) mk_all_ = std::move(*mk);
+      else why = mk.status();
+    }
+    if (!why.is_ok())
+      MS_LOG(Warn) << "gpu: decode runs on the layered path: " << why.message();
+  }
+  // The KV pool last: its default size is what the executors left.
+  MS_RETURN_IF_ERROR(model_->alloc_kv(opt.kv_bytes, opt.kv_blocks));
+  if (mk_all_) {
+    MS_RETURN_IF_ERROR(mk_all_->bind_kv());
+    mk_ = mk_all_.get();
+  }
+  sampler_ = std::make_unique<DeviceSampler>(model_->config().vocab_size);
+  MS_LOG(Info) << "gpu: " << model_->weight_bytes() / (1 << 20) << " MiB of weights, " << model_->kv_bytes() / (1 << 20)
+               << " MiB of KV cache, decode on the " << decode_path_name(decode_path()) << " path";
+  return Status::ok();
+}
+
+Result<std::unique_ptr<GpuBackend>> GpuBackend::create(const ModelConfig& cfg, const ModelWeights& w,
+                                                       const GpuBackendOptions& opt) {
+  MS_RETURN_IF_ERROR(LayeredExecutor::check_supported(cfg));  // before a long upload
+  auto b = std::unique_ptr<GpuBackend>(new GpuBackend());
+  DeviceModelOptions mo;
+  mo.block_size = opt.block_size;
+  MS_ASSIGN_OR_RETURN(b->model_, DeviceModel::create(cfg, w, mo));
+  MS_RETURN_IF_ERROR(b->init_executors(opt));
+  return b;
+}
+
+Result<std::unique_ptr<GpuBackend>> GpuBackend::create_random(const ModelConfig& cfg, uint64_t seed,
+                                                              const GpuBackendOptions& opt) {
+  MS_RETURN_IF_ERROR(LayeredExecutor::check_supported(cfg));
+  auto b = std::unique_ptr<GpuBackend>(new GpuBackend());
+  DeviceModelOptions mo;
+  mo.block_size = opt.block_size;
+  MS_ASSIGN_OR_RETURN(b->model_, DeviceModel::create_random(cfg, seed, mo));
+  MS_RETURN_IF_ERROR(b->init_executors(opt));
+  return b;
+}
+
+BackendLimits GpuBackend::limits() const {
+  BackendLimits l;
+  l.max_batch_rows = kMaxDecodeRows;
+  l.max_decode_rows = mk_ ? ::ms::mk::kMaxRows : kMaxDecodeRows;
+  return l;
+}
+
+Status GpuBackend::set_decode_path(DecodePath p) {
+  if (p == DecodePath::kMegakernel) {
+    if (!mk_all_) return unavailable("the megakernel executor was not created for this model");
+    mk_ = mk_all_.get();
+  } else {
+    mk_ = nullptr;
+  }
+  return Status::ok();
+}
+
+Status GpuBackend::step(const std::vector<SeqWork>& batch, StepResult* out) {
+  if (mk_takes(batch)) return mk_->step(batch, out);
+  return layered_->step(batch, out);
+}
+
+Status GpuBackend::step_sample(const std::vector<SeqWork>& batch, const std::vector<const SampleSpec*>& specs,
+                               std::vector<SampleResult>* out) {
+  MS_RETURN_IF_ERROR(validate_batch(model_->kv_spec(), model_->config(), batch));
+  MS_RETURN_IF_ERROR(check_sample_specs(batch, specs));
+  out->assign(batch.size(), SampleResult{});
+  if (mk_takes(batch)) {
+    MS_RETURN_IF_ERROR(mk_->enqueue(batch));
+    MS_RETURN_IF_ERROR(mk_->finish());
+    std::vector<int> rows(batch.size());
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i);
+    return sampler_->sample(mk_->logits(), rows, specs, mk_->stream(), out);
+  }
+  return layered_->forward(batch, [&](const float* logits, const std::vector<int>& rows) {
+    return sampler_->sample(logits, rows, specs, layered_->stream(), out);
+  });
+}
+
+}  // namespace ms::gpu

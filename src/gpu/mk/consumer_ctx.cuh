@@ -1,0 +1,122 @@
+// State of the consumer warps while they walk their SM's instruction list,
+// and the helpers every opcode uses: stage positions (wait full, check the
+// header, release), dependency waits (with a memo of satisfied waits, so
+// consecutive instructions waiting on the same producers do not pay another
+// L2 round trip), staging activation rows into shared memory (with a tag,
+// so consecutive tiles over the same rows load them once), and block-wide
+// sums over the consumer threads.
+#pragma once
+
+#include "gpu/common/bf16.cuh"
+#include "gpu/mk/smem.cuh"
+
+namespace ms::gpu::mk {
+
+// What the activation buffer holds: (source, layer, norm instance, columns,
+// rows), packed; 0: nothing.
+using ActTag = uint64_t;
+enum ActSource : uint64_t { kActH = 1, kActAttn = 2, kActDense = 3, kActShared = 4, kActMoe = 5, kActHf = 6 };
+__device__ __forceinline__ ActTag act_tag(uint64_t src, int layer, int second, int c0, int k, int rows_key) {
+  return ((((((src << 8) | uint64_t(layer & 255)) << 1 | uint64_t(second)) << 12 | uint64_t(c0 >> 4)) << 12 |
+           uint64_t(k >> 4))
+          << 10) |
+         uint64_t(rows_key & 1023);
+}
+
+struct Ctx {
+  const Params& p;
+  Smem& s;
+  const int tid, warp, lane;
+  Ring ring;
+  uint32_t instr = 0;  // index in the SM's list
+  const Instruction* in = nullptr;
+  bool ok = true;
+  ActTag act = 0;
+  uint32_t memo_c[2] = {::ms::mk::kNoCounter, ::ms::mk::kNoCounter};
+  int32_t memo_t[2] = {0, 0};
+  int memo_next = 0;
+
+  __device__ Ctx(const Params& params, Smem& smem)
+      : p(params), s(smem), tid(threadIdx.x), warp(threadIdx.x >> 5), lane(threadIdx.x & 31) {}
+
+  // Thread 0's verdict to every consumer thread.
+  __device__ bool agree(bool mine) {
+    if (tid == 0) s.flag = mine ? 1 : 0;
+    consumer_sync();
+    const bool v = s.flag != 0;
+    consumer_sync();  // s.flag is reused by the next agree
+    ok = ok && v;
+    return v;
+  }
+
+  // Waits until counter c >= target (all consumer threads call it).
+  __device__ bool wait(uint32_t c, int32_t target) {
+    if (c == ::ms::mk::kNoCounter) return true;
+    for (int i = 0; i < 2; ++i)
+      if (memo_c[i] == c && memo_t[i] >= target) return true;
+    bool mine = true;
+    if (tid == 0) mine = wait_counter(p, c, target, instr, *in, 0);
+    if (!agree(mine)) return false;
+    memo_c[memo_next] = c;
+    memo_t[memo_next] = target;
+    memo_next ^= 1;
+    return true;
+  }
+
+  // Waits for the next ring position; checks its header (the loader walks
+  // the same list: a mismatch is a bug, reported and abandoned).
+  __device__ bool acquire(int tile, int chunk, StageHeader* hdr = nullptr) {
+    const int st = ring.stage();
+    if (!wait_stage(p, &s.full[st], ring.parity(), instr, *in, 0)) {
+      ok = false;
+      return false;
+    }
+    const StageHeader h = s.header[st];
+    if (hdr) *hdr = h;
+    if (h.instr != static_cast<int32_t>(instr) || (tile != kAnyTile && (h.tile != tile || h.chunk != chunk))) {
+      if (lane == 0) report(p, kErrBadInstruction, instr, *in, uint32_t(h.instr), h.tile, tile, 0);
+      ok = false;
+      return false;
+    }
+    return true;
+  }
+  static constexpr int kAnyTile = -2;
+  __device__ const unsigned char* stage() const { return s.stage[ring.stage()]; }
+  // This warp is done with the current position.
+  __device__ void release() {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&s.empty[ring.stage()]);
+    ++ring.pos;
+  }
+
+  // Copies rows of a bf16 matrix into the activation buffer: buffer row n (n
+  // < nrows) = src row rows[n], columns [c0, c0 + k); then syncs. rows null:
+  // row n is src row n.
+  __device__ void stage_act(ActTag tag, const uint16_t* src, int64_t ld, const int32_t* rows, int nrows, int c0, int k) {
+    if (tag == act) return;
+    const int per_row = k / 8;  // 16-byte pieces
+    for (int i = tid; i < nrows * per_row; i += kConsumerThreads) {
+      const int n = i / per_row, c = i % per_row;
+      const int64_t r = rows ? rows[n] : n;
+      const uint4 v = __ldcg(reinterpret_cast<const uint4*>(src + r * ld + c0) + c);
+      *reinterpret_cast<uint4*>(s.act + n * kActStride + c * 16) = v;
+    }
+    consumer_sync();
+    act = tag;
+  }
+
+  // Sum of v over the consumer threads (every thread gets it).
+  __device__ float block_sum(float v) {
+    float* red = reinterpret_cast<float*>(s.scratch + kScratchBytes - 64);
+    v = warp_sum(v);
+    if (lane == 0) red[warp] = v;
+    consumer_sync();
+    float t = 0.f;
+#pragma unroll
+    for (int w = 0; w < kConsumerWarps; ++w) t += red[w];
+    consumer_sync();
+    return t;
+  }
+};
+
+}  // namespace ms::gpu::mk

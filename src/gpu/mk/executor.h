@@ -1,0 +1,142 @@
+// MkExecutor: runs decode steps as one megakernel launch on a borrowed
+// DeviceModel (the weights and the KV pool the layered executor prefilled).
+//
+// Per (rows, context bucket) it builds the instruction lists once (the
+// schedule builder, src/mk/) and keeps them on the device; per step it
+// uploads only what changed: the rows' tokens and positions (one small
+// copy) and the block-table entries that differ from what the device holds
+// for that row (usually none; one entry when a sequence crosses a block).
+// Logits rows stay on the device for the sampler.
+//
+// A step the watchdog abandons (a dependency counter or stage that never
+// completes) returns an Internal error naming the instruction, the counter
+// and its value, and the executor stays failed: the engine then reports
+// itself unhealthy with that reason.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/backend.h"
+#include "gpu/common/device_buffer.h"
+#include "gpu/device_model.h"
+#include "gpu/mk/params.h"
+#include "mk/schedule.h"
+
+namespace ms::gpu {
+
+struct MkOptions {
+  int max_context = 0;  // longest sequence (tokens); 0: min(max_position, 262144)
+  int64_t watchdog_ms = 2000;  // a wait longer than this abandons the step
+  int n_sm = 0;                // CTAs; 0: the device's SM count
+  bool record_timeline = false;
+  // Ablation: grid-wide barriers (counters) between the phases of each layer.
+  bool barrier_between_phases = false;
+  // Debug: plant a wait nothing signals (watchdog test).
+  bool plant_stuck_wait = false;
+};
+
+class MkExecutor {
+ public:
+  // Shapes the megakernel does not take, named (the caller keeps decode on
+  // the layered path and logs why).
+  static Status check_supported(const ModelConfig& cfg, int block_size);
+  // Allocates the step buffers, counters and tables (before the model's KV
+  // pool, which bind_kv() then maps).
+  static Result<std::unique_ptr<MkExecutor>> create(DeviceModel& model, cudaStream_t stream, const MkOptions& opt);
+  ~MkExecutor();
+  // Builds the KV pool's tensor map and the per-layer table (after
+  // DeviceModel::alloc_kv).
+  Status bind_kv();
+
+  // Whether `batch` is a decode step this executor runs: every row one
+  // token, at most mk::kMaxRows rows, within max_context.
+  bool accepts(const std::vector<SeqWork>& batch) const;
+  // Enqueues one decode step on the stream (metadata, kernel); the logits
+  // rows (batch order) are then in logits(). No synchronisation.
+  Status enqueue(const std::vector<SeqWork>& batch);
+  // Waits for the last enqueued step (bounded by the watchdog) and turns a
+  // watchdog abort into an error.
+  Status finish();
+  // enqueue + finish + every row's logits copied to the host.
+  Status step(const std::vector<SeqWork>& batch, StepResult* out);
+  // enqueue + greedy argmax on the device (benchmarks: the layered decode
+  // graph ends with the same argmax).
+  Status enqueue_greedy(const std::vector<SeqWork>& batch);
+  // Greedy decode step: token ids and their log-probabilities only.
+  Status decode_greedy(const std::vector<SeqWork>& batch, std::vector<int32_t>* tokens, std::vector<float>* logprobs);
+  const float* logits() const { return logits_.get(); }
+  cudaStream_t stream() const { return stream_; }
+  const MkOptions& options() const { return opt_; }
+  // The schedule of the last step (its per-SM lists, the timeline's index).
+  const ::ms::mk::Schedule* last_schedule() const { return last_; }
+  // Per-instruction times of the last step (record_timeline), indexed like
+  // last_schedule()->instrs.
+  Status timeline(std::vector<mk::TimelineEntry>* out);
+  // Debug / tests: a step buffer after the last step, as floats (names as
+  // MkVm::buffer: "x", "h", "hf", "qkv", "attn_out", "o_part",
+  // "router_logits", "moe_act", "ybuf", "dense_act", "logits").
+  Status download(const std::string& name, std::vector<float>* out);
+
+ private:
+  struct Cached {
+    ::ms::mk::Schedule schedule;
+    DeviceBuffer<mk::Instruction> instrs;
+    DeviceBuffer<uint32_t> sm_begin;
+    DeviceBuffer<mk::TimelineEntry> timeline;
+  };
+  // Which sequence's table the device holds for a row.
+  struct RowMirror {
+    int64_t seq_id = -1;
+    std::vector<std::vector<int32_t>> tables;  // [group]
+  };
+
+  MkExecutor(DeviceModel& model, cudaStream_t stream) : model_(model), cfg_(model.config()), stream_(stream) {}
+  Status init(const MkOptions& opt);
+  Result<Cached*> schedule_for(int rows, int context);
+  Status stage_tables(const std::vector<SeqWork>& batch);
+
+  DeviceModel& model_;
+  const ModelConfig& cfg_;
+  cudaStream_t stream_;
+  MkOptions opt_;
+  ::ms::mk::Dims dims_;
+  int n_sm_ = 0;
+  int max_blocks_ = 0;  // block-table entries per (row, group)
+  uint64_t epoch_ = 0;  // steps run: picks the counter bank
+  Status failed_;       // sticky: a watchdog abort or a device fault
+  const ::ms::mk::Schedule* last_ = nullptr;
+  Cached* last_cached_ = nullptr;
+  std::map<std::pair<int, int>, std::unique_ptr<Cached>> cache_;
+
+  mk::Params base_;  // the pointers that do not change between steps
+  CUtensorMap kv_map_{};
+  bool kv_bound_ = false;
+  DeviceBuffer<mk::LayerPtrs> layer_ptrs_;
+  DeviceBuffer<mk::LayerInfo> layer_info_;
+  DeviceBuffer<int32_t> tables_;      // (kMaxRows, groups, max_blocks)
+  DeviceBuffer<mk::StepMeta> meta_;
+  PinnedBuffer<mk::StepMeta> meta_host_;
+  PinnedBuffer<int32_t> table_host_;  // staging for table uploads
+  cudaEvent_t meta_copied_ = nullptr; // the last uploads have read the pinned staging
+  cudaEvent_t done_ = nullptr;        // the last step's kernel finished
+  std::vector<RowMirror> rows_;
+  DeviceBuffer<uint32_t> counters_;   // 2 banks
+  DeviceBuffer<uint32_t> errbuf_;     // MkError (16 words) + abort flag
+  PinnedBuffer<uint32_t> err_host_;
+  // Step buffers.
+  DeviceBuffer<float> x_, hf_, qkv_, part_o_, part_lse_, o_part_, router_logits_, topk_w_, ybuf_, dense_part_,
+      shared_part_, logits_;
+  DeviceBuffer<uint16_t> h_, attn_out_, moe_act_, dense_act_, shared_act_;
+  DeviceBuffer<int32_t> topk_ids_, plan_;
+  DeviceBuffer<int32_t> tokens_out_;   // (kMaxRows) greedy
+  DeviceBuffer<float> logprobs_out_;   // (kMaxRows)
+};
+
+}  // namespace ms::gpu

@@ -1,0 +1,213 @@
+// The loader warp: walks its SM's instruction list ahead of the consumers and
+// streams every instruction's weights (and attention's K/V pages) into the
+// stage ring, before the instruction's dependencies are satisfied: weights
+// never depend on activations, so the next instructions' bytes are in
+// flight while the consumers wait or compute. The exception is the expert
+// claims, which need the layer's routing: the loader waits for kRoute, then
+// takes tiles from the claim queue one at a time as ring space frees.
+#pragma once
+
+#include "gpu/mk/smem.cuh"
+
+namespace ms::gpu::mk {
+
+using ::ms::mk::Opcode;
+
+// Which global row stage row m (0..15) of a tile holds, or -1.
+struct RowMap {
+  enum Kind { kPlain, kPair } kind = kPlain;
+  int64_t tile_row0 = 0;  // plain: first row; pair: first intermediate column
+  int n_valid = 0;        // plain: rows in the matrix; pair: intermediate width F
+  __device__ __forceinline__ int64_t row(int m) const {
+    if (kind == kPlain) return tile_row0 + m < n_valid ? tile_row0 + m : -1;
+    const int64_t i = tile_row0 + (m & 7);
+    if (i >= n_valid) return -1;
+    return m < 8 ? i : n_valid + i;  // gate rows [0, F), up rows [F, 2F)
+  }
+};
+
+class Loader {
+ public:
+  __device__ Loader(const Params& p, const CUtensorMap* kv_map, Smem& s)
+      : p_(p), kv_map_(kv_map), s_(s), lane_(threadIdx.x & 31), pol_(policy_evict_first()) {}
+
+  __device__ void run() {
+    const uint32_t b = p_.sm_begin[blockIdx.x], e = p_.sm_begin[blockIdx.x + 1];
+    for (uint32_t i = b; i < e && ok_; ++i) {
+      const Instruction in = p_.instrs[i];
+      instr_ = i - b;
+      in_ = &in;
+      issue(in);
+    }
+  }
+
+ private:
+  __device__ void issue(const Instruction& in) {
+    const Dims& d = p_.dims;
+    const LayerPtrs* L = in.layer < d.n_layers ? &p_.layers[in.layer] : nullptr;
+    const auto& g = in.gemv;
+    switch (in.op) {
+      case Opcode::kQkv:
+        for (int t = g.tile0; t < g.tile0 + g.n_tiles && ok_; ++t)
+          rows_tile(L->qkv_w, d.hidden, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.qkv_width}, 0, d.hidden, t);
+        break;
+      case Opcode::kOProj: {
+        const int c0 = g.kslice * d.group * d.head_dim;
+        for (int t = g.tile0; t < g.tile0 + g.n_tiles && ok_; ++t)
+          rows_tile(L->o_w, d.q_width, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.hidden}, c0,
+                    d.group * d.head_dim, t);
+        break;
+      }
+      case Opcode::kRouter:
+        for (int t = g.tile0; t < g.tile0 + g.n_tiles && ok_; ++t)
+          rows_tile(L->router, d.hidden, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.n_experts}, 0, d.hidden, t);
+        break;
+      case Opcode::kDenseGateUp: {
+        const bool shared = in.flags & ::ms::mk::kFlagShared;
+        const int F = shared ? d.shared_ffn : d.dense_ffn;
+        const uint16_t* w = shared ? L->shared_gate_up : L->gate_up;
+        for (int t = g.tile0; t < g.tile0 + g.n_tiles && ok_; ++t)
+          rows_tile(w, d.hidden, RowMap{RowMap::kPair, int64_t(t) * ::ms::mk::kPairCols, F}, 0, d.hidden, t);
+        break;
+      }
+      case Opcode::kDenseDown: {
+        const bool shared = in.flags & ::ms::mk::kFlagShared;
+        const int F = shared ? d.shared_ffn : d.dense_ffn;
+        const uint16_t* w = shared ? L->shared_down : L->down;
+        const ::ms::mk::RowRange cols = ::ms::mk::down_slice_cols(F, g.kslice);
+        for (int t = g.tile0; t < g.tile0 + g.n_tiles && ok_; ++t)
+          rows_tile(w, F, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.hidden}, cols.begin, cols.end - cols.begin, t);
+        break;
+      }
+      case Opcode::kLmHead:
+        for (int t = g.tile0; t < g.tile0 + g.n_tiles && ok_; ++t)
+          rows_tile(p_.lm_head, d.hidden, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.vocab}, 0, d.hidden, t);
+        break;
+      case Opcode::kAttention:
+        attention(in, *L);
+        break;
+      case Opcode::kExpertGateUp:
+      case Opcode::kExpertDown:
+        claims(in, *L);
+        break;
+      default:
+        break;  // no weights: norm, route, combine, barrier
+    }
+  }
+
+  // Waits for a free stage (lane 0) and broadcasts whether the step goes on.
+  __device__ bool acquire(int st) {
+    int ok = 1;
+    if (lane_ == 0) ok = wait_stage(p_, &s_.empty[st], ring_.parity() ^ 1u, instr_, *in_, 1) ? 1 : 0;
+    ok = __shfl_sync(0xffffffffu, ok, 0);
+    ok_ = ok != 0;
+    return ok_;
+  }
+
+  __device__ void publish_header(int st, int tile, int chunk) {
+    if (lane_ == 0) s_.header[st] = StageHeader{static_cast<int32_t>(instr_), tile, chunk, 0};
+  }
+
+  // One tile of 16 weight rows (map) x columns [c0, c0 + k) of a row-major
+  // matrix with `ld` columns, as ceil(k / kStageCols) stage positions.
+  __device__ void rows_tile(const uint16_t* w, int ld, RowMap map, int c0, int k, int tile) {
+    const int n_chunks = (k + kStageCols - 1) / kStageCols;
+    for (int ch = 0; ch < n_chunks && ok_; ++ch) {
+      const int cb = c0 + ch * kStageCols, nc = min(kStageCols, c0 + k - cb);
+      const int st = ring_.stage();
+      if (!acquire(st)) return;
+      const int64_t r = lane_ < kTileRows ? map.row(lane_) : -1;
+      const uint32_t valid = __ballot_sync(0xffffffffu, r >= 0);
+      const uint32_t bytes = uint32_t(nc) * 2;
+      publish_header(st, tile, ch);
+      if (lane_ == 0) mbar_arrive_expect_tx(&s_.full[st], __popc(valid) * bytes);
+      __syncwarp();
+      if (r >= 0) bulk_copy(s_.stage[st] + lane_ * kRowBytes, w + r * ld + cb, bytes, &s_.full[st], pol_);
+      ++ring_.pos;
+    }
+  }
+
+  // K and V of the split's key stages, one ring position per 64 keys; boxes
+  // of pages that are not mapped (-1) load zeros (a row past the map).
+  __device__ void attention(const Instruction& in, const LayerPtrs& L) {
+    const Dims& d = p_.dims;
+    const auto& a = in.attn;
+    const int pos = p_.meta->pos[a.row];
+    const int window = p_.layer_info[in.layer].sliding ? d.sliding_window : 0;
+    const ::ms::mk::SplitRange sr = ::ms::mk::split_range(pos, window, a.split, a.n_splits);
+    const int hd = d.head_dim, bs = d.block_size;
+    const int box_rows = bs < kStageKeys ? bs : kStageKeys, subs = kStageKeys / box_rows;
+    const int slices = kv_slices(hd), per_half = slices * subs;  // boxes for K (and again for V)
+    const int32_t* table = p_.tables + (int64_t(a.row) * p_.n_groups + L.kv_group) * p_.table_stride;
+    const uint32_t bytes = 2u * kStageKeys * hd * 2;
+    for (int stg = sr.stage_begin; stg < sr.stage_end && ok_; ++stg) {
+      const int st = ring_.stage();
+      if (!acquire(st)) return;
+      publish_header(st, 0, stg);
+      if (lane_ == 0) mbar_arrive_expect_tx(&s_.full[st], bytes);
+      __syncwarp();
+      if (lane_ < 2 * per_half) {
+        const int v = lane_ / per_half, rest = lane_ % per_half, cs = rest / subs, sub = rest % subs;
+        const int key = stg * kStageKeys + sub * box_rows;
+        const int page = key / bs, slot = key % bs;
+        const int32_t blk = page < p_.table_stride ? table[page] : -1;
+        const int64_t row0 = v ? L.v_row0 : L.k_row0;
+        const int64_t row = blk >= 0 ? row0 + (int64_t(blk) * d.n_kv_heads + a.kv_head) * bs + slot : p_.kv_rows;
+        unsigned char* dst = s_.stage[st] + v * kv_half_bytes(hd) + cs * kv_slice_bytes(hd) + sub * box_rows * kv_row_bytes(hd);
+        tensor_copy_2d(dst, kv_map_, cs * 64, static_cast<int32_t>(row), &s_.full[st], pol_);
+      }
+      ++ring_.pos;
+    }
+  }
+
+  // Claim loop: wait for the routing, then take tiles until the queue is
+  // empty or max_claims are taken; an empty queue is told to the consumers
+  // by a position without data whose header tile is -1.
+  __device__ void claims(const Instruction& in, const LayerPtrs& L) {
+    const Dims& d = p_.dims;
+    const bool gu = in.op == Opcode::kExpertGateUp;
+    int ok = 1;
+    if (lane_ == 0) ok = wait_counter(p_, in.wait[0].counter, in.wait[0].target, instr_, in, 1) ? 1 : 0;
+    ok_ = __shfl_sync(0xffffffffu, ok, 0) != 0;
+    if (!ok_) return;
+    // Lane 0 acquired the routing: it reads the plan and broadcasts it.
+    const int n_active = __shfl_sync(0xffffffffu, lane_ == 0 ? __ldcg(p_.plan) : 0, 0);
+    const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
+    const int n_tiles = n_active * tpe;
+    const uint32_t claim_ctr = gu ? p_.ctr.gu_claim(in.layer) : p_.ctr.down_claim(in.layer);
+    for (int c = 0; c < in.claim.max_claims && ok_; ++c) {
+      int t = 0;
+      if (lane_ == 0) t = static_cast<int>(atomicAdd(p_.counters + claim_ctr, 1u));
+      t = __shfl_sync(0xffffffffu, t, 0);
+      if (t >= n_tiles) {
+        const int st = ring_.stage();
+        if (!acquire(st)) return;
+        publish_header(st, -1, 0);
+        if (lane_ == 0) mbar_arrive(&s_.full[st]);
+        ++ring_.pos;
+        return;
+      }
+      const int slot = t / tpe, j = t % tpe;
+      const int e = __shfl_sync(0xffffffffu, lane_ == 0 ? __ldcg(p_.plan + 1 + slot) : 0, 0);
+      if (gu) {
+        const uint16_t* w = L.experts_gate_up + int64_t(e) * 2 * d.moe_ffn * d.hidden;
+        rows_tile(w, d.hidden, RowMap{RowMap::kPair, int64_t(j) * ::ms::mk::kPairCols, d.moe_ffn}, 0, d.hidden, t);
+      } else {
+        const uint16_t* w = L.experts_down + int64_t(e) * d.hidden * d.moe_ffn;
+        rows_tile(w, d.moe_ffn, RowMap{RowMap::kPlain, int64_t(j) * kTileRows, d.hidden}, 0, d.moe_ffn, t);
+      }
+    }
+  }
+
+  const Params& p_;
+  const CUtensorMap* kv_map_;
+  Smem& s_;
+  const uint32_t lane_;
+  const uint64_t pol_;
+  Ring ring_;
+  uint32_t instr_ = 0;
+  const Instruction* in_ = nullptr;
+  bool ok_ = true;
+};
+
+}  // namespace ms::gpu::mk

@@ -1,0 +1,121 @@
+// The decode megakernel: one persistent CTA per SM runs its instruction list
+// (src/mk/schedule.h) for the whole decode step. Warp roles:
+//   warps 0-7  consumers: wait on each instruction's dependency counters,
+//              compute it from the stage ring and the activation buffers,
+//              write its outputs and signal its counters;
+//   warp 8     loader: streams every instruction's weights / K-V pages into
+//              the ring ahead of the consumers (loader.cuh).
+// No grid-wide barrier: instructions wait only on their own producers
+// (counters), and a zeroing pass is replaced by two counter banks (the CTAs
+// zero the other bank while they run). A wait that exceeds the watchdog
+// records the instruction and counter and makes every CTA give up the step
+// (the host turns it into an error; the process does not hang).
+#include "gpu/mk/megakernel.h"
+
+#include "gpu/common/cuda_check.h"
+#include "gpu/mk/loader.cuh"
+#include "gpu/mk/ops/attention.cuh"
+#include "gpu/mk/ops/gemv.cuh"
+#include "gpu/mk/ops/norm_route.cuh"
+
+namespace ms::gpu::mk {
+namespace {
+
+__device__ bool execute(Ctx& c, const Instruction& in) {
+  switch (in.op) {
+    case Opcode::kNorm:
+    case Opcode::kFinalNorm:
+      return op_norm(c, in);
+    case Opcode::kQkv:
+    case Opcode::kOProj:
+    case Opcode::kDenseGateUp:
+    case Opcode::kDenseDown:
+    case Opcode::kLmHead:
+      return op_gemv(c, in);
+    case Opcode::kRouter:
+      return op_router(c, in);
+    case Opcode::kRoute:
+      return op_route(c, in);
+    case Opcode::kAttention:
+      return op_attention(c, in);
+    case Opcode::kAttnCombine:
+      return op_combine(c, in);
+    case Opcode::kExpertGateUp:
+    case Opcode::kExpertDown:
+      return op_claims(c, in);
+    case Opcode::kBarrier:
+    case Opcode::kNop:
+      return true;
+  }
+  if (c.tid == 0) report(c.p, kErrBadInstruction, c.instr, in, 0, 0, 0, 0);
+  return false;
+}
+
+__device__ void consumer_main(const Params& p, Smem& s) {
+  Ctx c(p, s);
+  const uint32_t b = p.sm_begin[blockIdx.x], e = p.sm_begin[blockIdx.x + 1];
+  for (uint32_t i = b; i < e; ++i) {
+    const Instruction in = p.instrs[i];
+    c.instr = i - b;
+    c.in = &in;
+    const uint64_t t_start = (p.timeline && c.tid == 0) ? global_timer() : 0;
+    const bool claims = in.op == Opcode::kExpertGateUp || in.op == Opcode::kExpertDown;
+    if (!claims)
+      for (const auto& w : in.wait)
+        if (!c.wait(w.counter, w.target)) return;
+    const uint64_t t_ready = (p.timeline && c.tid == 0) ? global_timer() : 0;
+    if (!execute(c, in) || !c.ok) return;
+    // Instruction-level signals (claims signal per tile; their signal[1] is
+    // the barrier ablation's phase counter).
+    signal_counter(p, claims ? ::ms::mk::kNoCounter : in.signal[0]);
+    if (in.signal[1] != ::ms::mk::kNoCounter && c.tid == 0) atomicAdd(p.counters + in.signal[1], 1u);
+    if (p.timeline && c.tid == 0)
+      p.timeline[i] = TimelineEntry{t_start, t_ready, global_timer(), static_cast<uint32_t>(in.op), in.layer};
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) megakernel(const __grid_constant__ Params p,
+                                                          const __grid_constant__ CUtensorMap kv_map) {
+  extern __shared__ unsigned char smem_raw[];
+  Smem& s = smem_of(smem_raw);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      mbar_init(&s.full[i], 1);
+      mbar_init(&s.empty[i], kConsumerWarps);
+    }
+    mbar_fence_init();
+  }
+  // This step's CTAs zero the other counter bank (the previous step used it,
+  // the next one will), a slice each.
+  for (int i = blockIdx.x * kThreads + threadIdx.x; i < p.ctr.words(); i += gridDim.x * kThreads) p.counters_next[i] = 0;
+  __syncthreads();
+  if (threadIdx.x / 32 == kLoaderWarp) {
+    Loader ld(p, &kv_map, s);
+    ld.run();
+  } else {
+    consumer_main(p, s);
+  }
+}
+
+}  // namespace
+
+Status launch_megakernel(const Params& p, const CUtensorMap& kv_map, cudaStream_t stream) {
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(megakernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
+  MS_CUDA_RETURN(attr);
+  megakernel<<<p.n_sm, kThreads, kSmemBytes, stream>>>(p, kv_map);
+  MS_CUDA_LAUNCH_CHECK("megakernel");
+  return Status::ok();
+}
+
+size_t megakernel_smem_bytes() { return kSmemBytes; }
+int megakernel_threads() { return kThreads; }
+
+Result<int> megakernel_blocks_per_sm() {
+  MS_CUDA_RETURN(cudaFuncSetAttribute(megakernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+  int n = 0;
+  MS_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, megakernel, kThreads, kSmemBytes));
+  return n;
+}
+
+}  // namespace ms::gpu::mk

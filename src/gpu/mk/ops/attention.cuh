@@ -1,0 +1,353 @@
+// kAttention and kAttnCombine: paged decode attention of one (row, KV head,
+// split) over K/V stages that the loader streamed before the QKV tiles of
+// the head were done (the past keys do not depend on this step); the new
+// token's key and value come from this step's QKV output instead of the
+// cache, substituted per lane in the ldmatrix row addresses.
+//
+// The score and value math is the layered decode kernel's
+// (attention_mma.cuh): the GQA group's G <= 16 query heads are the M of
+// mma.sync m16n8k16, q split into bf16 hi + lo (q = hi + lo to ~2^-17), P
+// rounded to bf16 for P V, online softmax in the log2 domain. Eight warps:
+// warp w takes keys [16 (w % 4), + 16) of every other stage (w / 4 picks
+// the parity), each with its own softmax state; the states merge in a tree
+// through shared memory (deterministic). One split's partial (o, lse) goes
+// to the workspace; kAttnCombine merges the splits by log-sum-exp.
+#pragma once
+
+#include "gpu/common/mma.cuh"
+#include "gpu/mk/consumer_ctx.cuh"
+
+namespace ms::gpu::mk {
+
+// Shared memory during kAttention (the activation buffer is borrowed: its
+// tag is cleared). The q fragments live in shared memory rather than in
+// registers: with 9 warps per CTA one SM sub-partition holds 3 warps, so a
+// thread has at most 168 registers, and 64 of them for q spilled the
+// accumulators (ptxas: 268 bytes of spills).
+constexpr int kQfragOffset = 0;      // scratch: (hd / 16 k-steps, hi / lo, 32 lanes) uint4 A fragments
+constexpr int kFreshOffset = 8192;   // scratch: new key (hd bf16) then new value (hd bf16)
+constexpr int kStatOffset = 9216;    // scratch: m and l per (warp, row): 2 x 8 x 16 fp32
+// act: (G, hd) fp32 prepared q (normed, roped, log2-scaled); later the merge's (4, 16, hd) fp32
+
+// q of the group's heads and the new key / value: QK-norm, RoPE at the row's
+// position, q scaled into the log2 domain, K / V rounded to bf16 (and written
+// into the cache by the split that owns the new key). Warp w prepares heads
+// w, w + 8, ... of the G + 2 vectors (q heads, k, v); lane l the RoPE pairs
+// l + 32 j.
+template <int HD>
+__device__ __forceinline__ void attention_prep(Ctx& c, const Instruction& in, int pos, bool owner) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  const LayerPtrs& L = p.layers[in.layer];
+  const int G = d.group, r = in.attn.row, g = in.attn.kv_head;
+  const bool rope = p.layer_info[in.layer].rope;
+  float* qs = reinterpret_cast<float*>(c.s.act);
+  c.act = 0;
+  uint16_t* fresh = reinterpret_cast<uint16_t*>(c.s.scratch + kFreshOffset);
+  constexpr int kPairs = HD / 2, kPerLane = (kPairs + 31) / 32;
+  const float qscale = d.attn_scale * 1.4426950408889634f;  // log2(e)
+  for (int v = c.warp; v < G + 2; v += kConsumerWarps) {
+    const float* src = p.qkv + int64_t(r) * d.qkv_width +
+                       (v < G ? (g * G + v) * HD : d.q_width + (v == G ? 0 : d.kv_width) + g * HD);
+    float x[kPerLane][2];
+    int ia[kPerLane], ib[kPerLane];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int pi = c.lane + 32 * j;
+      ia[j] = d.rope_neox ? pi : 2 * pi;
+      ib[j] = d.rope_neox ? pi + HD / 2 : 2 * pi + 1;
+      x[j][0] = pi < kPairs ? __ldcg(src + ia[j]) : 0.f;
+      x[j][1] = pi < kPairs ? __ldcg(src + ib[j]) : 0.f;
+    }
+    const bool is_v = v == G + 1;
+    if (d.qk_norm && !is_v) {
+      float ss = 0.f;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) ss += x[j][0] * x[j][0] + x[j][1] * x[j][1];
+      ss = warp_sum(ss);
+      const float rinv = 1.0f / sqrtf(ss / static_cast<float>(HD) + d.norm_eps);
+      const float* w = v < G ? L.q_norm : L.k_norm;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j)
+        if (c.lane + 32 * j < kPairs) {
+          x[j][0] = w[ia[j]] * (x[j][0] * rinv);
+          x[j][1] = w[ib[j]] * (x[j][1] * rinv);
+        }
+    }
+    if (rope && !is_v) {
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int pi = c.lane + 32 * j;
+        if (pi < kPairs) {
+          const float ang = p.inv_freq[pi] * static_cast<float>(pos);
+          const float cs = cosf(ang), sn = sinf(ang);
+          const float a = x[j][0], b = x[j][1];
+          x[j][0] = a * cs - b * sn;
+          x[j][1] = b * cs + a * sn;
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      if (c.lane + 32 * j >= kPairs) continue;
+      if (v < G) {
+        qs[v * HD + ia[j]] = x[j][0] * qscale;
+        qs[v * HD + ib[j]] = x[j][1] * qscale;
+      } else {
+        uint16_t* dst = fresh + (is_v ? HD : 0);
+        dst[ia[j]] = __bfloat16_as_ushort(__float2bfloat16_rn(x[j][0]));
+        dst[ib[j]] = __bfloat16_as_ushort(__float2bfloat16_rn(x[j][1]));
+      }
+    }
+  }
+  consumer_sync();
+  // q as mma A fragments, hi and lo bf16 halves: entry (k-step ks, lane) of
+  // every warp's fragments, one per thread.
+  uint4* qfrag = reinterpret_cast<uint4*>(c.s.scratch + kQfragOffset);
+  for (int e = c.tid; e < (HD / 16) * 32; e += kConsumerThreads) {
+    const int ks = e / 32, ln = e % 32, g = ln >> 2, t = ln & 3;
+    uint32_t hi[4], lo[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = g + (i & 1) * 8, dd = ks * 16 + (i >> 1) * 8 + 2 * t;
+      const float2 v = row < G ? make_float2(qs[row * HD + dd], qs[row * HD + dd + 1]) : make_float2(0.f, 0.f);
+      q_hilo(v, hi[i], lo[i]);
+    }
+    qfrag[(ks * 2 + 0) * 32 + ln] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+    qfrag[(ks * 2 + 1) * 32 + ln] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+  }
+  consumer_sync();
+  if (owner) {  // the new token's K and V into the paged cache (read from the next step on)
+    const int bs = d.block_size;
+    const int32_t* table = p.tables + (int64_t(r) * p.n_groups + L.kv_group) * p.table_stride;
+    const int32_t blk = table[pos / bs];
+    const int64_t off = ((int64_t(blk) * d.n_kv_heads + g) * bs + pos % bs) * HD;
+    for (int i = c.tid; i < 2 * HD; i += kConsumerThreads)
+      (i < HD ? L.k_cache : L.v_cache)[off + (i % HD)] = fresh[i];
+  }
+}
+
+template <int HD>
+__device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
+  constexpr int NKS = HD / 16, NT = HD / 8;
+  static_assert((HD / 16) * 32 * 2 * 16 <= kFreshOffset, "q fragments fit the scratch");
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  const int G = d.group, r = in.attn.row, split = in.attn.split;
+  const int pos = p.meta->pos[r];
+  const int window = p.layer_info[in.layer].sliding ? d.sliding_window : 0;
+  const ::ms::mk::SplitRange sr = ::ms::mk::split_range(pos, window, split, in.attn.n_splits);
+  attention_prep<HD>(c, in, pos, split == sr.last_split);
+  if (sr.stage_end <= sr.stage_begin) return true;  // empty split: the combine reads splits <= last_split
+
+  const int g = c.lane >> 2, t = c.lane & 3;
+  const unsigned char* fresh = c.s.scratch + kFreshOffset;
+  const uint4* qfrag = reinterpret_cast<const uint4*>(c.s.scratch + kQfragOffset);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  float o[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+  const int kb = (c.warp & 3) * 16, parity = c.warp >> 2, mi = c.lane >> 3;
+  for (int stg = sr.stage_begin; stg < sr.stage_end; ++stg) {
+    if (!c.acquire(0, stg)) return false;
+    if (((stg - sr.stage_begin) & 1) == parity) {
+      const unsigned char* ks_base = c.stage();
+      const unsigned char* vs_base = ks_base + kv_half_bytes(HD);
+      const int key0 = stg * kStageKeys;
+      // S (16 heads x 16 keys) = Q K^T: n-tile 0 keys kb..kb+7, n-tile 1 kb+8..kb+15.
+      float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
+      {
+        const int kj = kb + (c.lane & 7) + (mi >> 1) * 8;
+        const bool fresh_k = key0 + kj == pos;
+#pragma unroll
+        for (int kst = 0; kst < NKS; ++kst) {
+          const int chunk = kst * 2 + (mi & 1);
+          const unsigned char* addr = fresh_k ? fresh + chunk * 16 : ks_base + kv_chunk_offset(HD, kj, chunk);
+          uint32_t b[4];  // (keys 0-7, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 0-7), (keys 8-15, dims 8-15)
+          ldmatrix_x4(b, addr);
+          const uint4 h4 = qfrag[(kst * 2) * 32 + c.lane], l4 = qfrag[(kst * 2 + 1) * 32 + c.lane];
+          const uint32_t qh[4] = {h4.x, h4.y, h4.z, h4.w}, ql[4] = {l4.x, l4.y, l4.z, l4.w};
+          mma_bf16_16816(s0, qh, b[0], b[1]);
+          mma_bf16_16816(s0, ql, b[0], b[1]);
+          mma_bf16_16816(s1, qh, b[2], b[3]);
+          mma_bf16_16816(s1, ql, b[2], b[3]);
+        }
+      }
+      {  // keys outside [lo, pos] do not count
+        const int k0 = key0 + kb + 2 * t;
+        auto out = [&](int k) { return k < sr.lo || k > pos; };
+        if (out(k0)) s0[0] = s0[2] = -INFINITY;
+        if (out(k0 + 1)) s0[1] = s0[3] = -INFINITY;
+        if (out(k0 + 8)) s1[0] = s1[2] = -INFINITY;
+        if (out(k0 + 9)) s1[1] = s1[3] = -INFINITY;
+      }
+      uint32_t pa[4];  // P as the A fragment
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        float* x0 = s0 + 2 * rr;
+        float* x1 = s1 + 2 * rr;
+        float mx = fmaxf(fmaxf(x0[0], x0[1]), fmaxf(x1[0], x1[1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[rr], mx);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        const float corr = exp2f(m[rr] - m_use);
+        m[rr] = m_new;
+        const __nv_bfloat162 p0 = __floats2bfloat162_rn(exp2f(x0[0] - m_use), exp2f(x0[1] - m_use));
+        const __nv_bfloat162 p1 = __floats2bfloat162_rn(exp2f(x1[0] - m_use), exp2f(x1[1] - m_use));
+        const float2 f0 = __bfloat1622float2(p0), f1 = __bfloat1622float2(p1);
+        l[rr] = l[rr] * corr + ((f0.x + f0.y) + (f1.x + f1.y));
+        pa[rr] = *reinterpret_cast<const uint32_t*>(&p0);
+        pa[2 + rr] = *reinterpret_cast<const uint32_t*>(&p1);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          o[nt][2 * rr] *= corr;
+          o[nt][2 * rr + 1] *= corr;
+        }
+      }
+      {  // O (16 heads x HD) += P (16 x 16 keys) V (16 keys x HD)
+        const int kv = kb + (c.lane & 7) + (mi & 1) * 8;
+        const bool fresh_v = key0 + kv == pos;
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+          const int chunk = np * 2 + (mi >> 1);
+          const unsigned char* addr =
+              fresh_v ? fresh + HD * 2 + chunk * 16 : vs_base + kv_chunk_offset(HD, kv, chunk);
+          uint32_t b[4];  // (keys 0-7, dims 0-7), (keys 8-15, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 8-15)
+          ldmatrix_x4_trans(b, addr);
+          mma_bf16_16816(o[2 * np], pa, b[0], b[1]);
+          mma_bf16_16816(o[2 * np + 1], pa, b[2], b[3]);
+        }
+      }
+    }
+    c.release();
+  }
+
+  // Merge the 8 warps: a common max per row, then the rescaled O summed in
+  // a tree (4 + 2 + 1 senders) through the activation buffer.
+  float* mw = reinterpret_cast<float*>(c.s.scratch + kStatOffset);  // (8, 16)
+  float* lw = mw + kConsumerWarps * 16;                              // (8, 16)
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
+    if (t == 0) {
+      mw[c.warp * 16 + g + 8 * rr] = m[rr];
+      lw[c.warp * 16 + g + 8 * rr] = l[rr];
+    }
+  }
+  consumer_sync();
+  float M[2], Ls[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int row = g + 8 * rr;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kConsumerWarps; ++w) mx = fmaxf(mx, mw[w * 16 + row]);
+    M[rr] = mx;
+    float sum = 0.f;
+    if (mx != -INFINITY)
+#pragma unroll
+      for (int w = 0; w < kConsumerWarps; ++w) {
+        const float mw_w = mw[w * 16 + row];
+        if (mw_w != -INFINITY) sum += lw[w * 16 + row] * exp2f(mw_w - mx);
+      }
+    Ls[rr] = sum;
+    const float corr = (m[rr] == -INFINITY || mx == -INFINITY) ? 0.f : exp2f(m[rr] - mx);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      o[nt][2 * rr] *= corr;
+      o[nt][2 * rr + 1] *= corr;
+    }
+  }
+  float* obuf = reinterpret_cast<float*>(c.s.act);  // (4 senders, 16 rows, HD)
+  c.act = 0;
+  for (int half = kConsumerWarps / 2; half >= 1; half /= 2) {
+    if (c.warp >= half && c.warp < 2 * half) {
+      float* dst = obuf + (c.warp - half) * 16 * HD;
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int row = g + 8 * rr;
+        if (row < G)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+            *reinterpret_cast<float2*>(dst + row * HD + nt * 8 + 2 * t) = make_float2(o[nt][2 * rr], o[nt][2 * rr + 1]);
+      }
+    }
+    consumer_sync();
+    if (c.warp < half) {
+      const float* src = obuf + c.warp * 16 * HD;
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int row = g + 8 * rr;
+        if (row < G)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const float2 v = *reinterpret_cast<const float2*>(src + row * HD + nt * 8 + 2 * t);
+            o[nt][2 * rr] += v.x;
+            o[nt][2 * rr + 1] += v.y;
+          }
+      }
+    }
+    consumer_sync();
+  }
+  if (c.warp == 0) {
+    const int S = p.max_splits;
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int row = g + 8 * rr;
+      if (row >= G) continue;
+      const int head = in.attn.kv_head * G + row;
+      const int64_t base = (int64_t(r) * d.n_heads + head) * S + split;
+      const float inv = Ls[rr] > 0.f ? 1.0f / Ls[rr] : 0.f;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+        *reinterpret_cast<float2*>(p.part_o + base * HD + nt * 8 + 2 * t) =
+            make_float2(o[nt][2 * rr] * inv, o[nt][2 * rr + 1] * inv);
+      if (t == 0) p.part_lse[base] = Ls[rr] > 0.f ? (M[rr] + log2f(Ls[rr])) * 0.6931471805599453f : -INFINITY;
+    }
+  }
+  return true;
+}
+
+__device__ __forceinline__ bool op_attention(Ctx& c, const Instruction& in) {
+  switch (c.p.dims.head_dim) {
+    case 32: return attention_split<32>(c, in);
+    case 64: return attention_split<64>(c, in);
+    case 128: return attention_split<128>(c, in);
+  }
+  return false;
+}
+
+// kAttnCombine: the splits 0..last_split of (row, KV head) merged by
+// log-sum-exp into attn_out (bf16), the O-projection's input.
+__device__ __forceinline__ bool op_combine(Ctx& c, const Instruction& in) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  const int G = d.group, HD = d.head_dim, r = in.attn.row, g = in.attn.kv_head, S = p.max_splits;
+  const int pos = p.meta->pos[r];
+  const int window = p.layer_info[in.layer].sliding ? d.sliding_window : 0;
+  const int n = ::ms::mk::split_range(pos, window, 0, in.attn.n_splits).last_split + 1;
+  float* lse = reinterpret_cast<float*>(c.s.scratch);  // (G, n)
+  for (int i = c.tid; i < G * n; i += kConsumerThreads)
+    lse[i] = __ldcg(p.part_lse + (int64_t(r) * d.n_heads + g * G + i / n) * S + i % n);
+  consumer_sync();
+  for (int e = c.tid; e < G * HD; e += kConsumerThreads) {
+    const int h = e / HD, dd = e % HD;
+    const float* l = lse + h * n;
+    float mx = -INFINITY;
+    for (int s = 0; s < n; ++s) mx = fmaxf(mx, l[s]);
+    float num = 0.f, den = 0.f;
+    const float* po = p.part_o + (int64_t(r) * d.n_heads + g * G + h) * S * HD + dd;
+    for (int s = 0; s < n; ++s) {
+      const float w = l[s] == -INFINITY ? 0.f : expf(l[s] - mx);
+      num += w * __ldcg(po + int64_t(s) * HD);
+      den += w;
+    }
+    p.attn_out[int64_t(r) * d.q_width + (g * G + h) * HD + dd] =
+        __bfloat16_as_ushort(__float2bfloat16_rn(den > 0.f ? num / den : 0.f));
+  }
+  return true;
+}
+
+}  // namespace ms::gpu::mk

@@ -1,0 +1,280 @@
+// The weight-streaming opcodes (kQkv, kOProj, kDenseGateUp, kDenseDown,
+// kLmHead, the claimed expert tiles) on the tensor cores, swap-AB: a tile's
+// 16 weight rows are the M of mma.sync m16n8k16, the step's (up to 8) token
+// rows the N, so one pass over each weight byte serves every row of the
+// batch. The weights stream through the ring (loader.cuh); the activation
+// rows sit in the activation buffer (bf16, padded rows). Each consumer warp
+// takes every 8th k-step of a stage; the 8 partial 16 x 8 tiles are summed
+// through shared memory (double-buffered per tile) and the epilogue of the
+// opcode writes the outputs. kRouter runs on the CUDA cores (fp32 input).
+#pragma once
+
+#include "gpu/common/mma.cuh"
+#include "gpu/mk/consumer_ctx.cuh"
+
+namespace ms::gpu::mk {
+
+// Streams one tile's n_chunks positions (k columns in all, chunk ch at
+// activation columns [ch * kStageCols, ...)) through the tensor cores and
+// leaves the 8 warps' partial sums in scratch buffer `buf` (0 / 1): float
+// [warp][16 rows][8 tokens]. Syncs the consumers before returning.
+__device__ __forceinline__ bool tile_mma(Ctx& c, int tile, int k, int buf) {
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  const int n_chunks = (k + kStageCols - 1) / kStageCols;
+  const int mi = c.lane >> 3;
+  const int a_row = (mi & 1) * 8 + (c.lane & 7), a_col = (mi >> 1) * 8;
+  const int b_row = c.lane & 7, b_col = ((c.lane >> 3) & 1) * 8;
+  for (int ch = 0; ch < n_chunks; ++ch) {
+    if (!c.acquire(tile, ch)) return false;
+    const int nks = min(kStageCols, k - ch * kStageCols) / 16;
+    const unsigned char* a_base = c.stage() + a_row * kRowBytes + a_col * 2;
+    const unsigned char* b_base = c.s.act + b_row * kActStride + (ch * kStageCols + b_col) * 2;
+    for (int ks = c.warp; ks < nks; ks += kConsumerWarps) {
+      uint32_t a[4], b[2];
+      ldmatrix_x4(a, a_base + ks * 32);
+      ldmatrix_x2(b, b_base + ks * 32);
+      mma_bf16_16816(acc, a, b[0], b[1]);
+    }
+    c.release();
+  }
+  float* part = reinterpret_cast<float*>(c.s.scratch) + buf * (kConsumerWarps * 128) + c.warp * 128;
+  const int g = c.lane >> 2, t = c.lane & 3;
+  part[g * 8 + 2 * t] = acc[0];
+  part[g * 8 + 2 * t + 1] = acc[1];
+  part[(g + 8) * 8 + 2 * t] = acc[2];
+  part[(g + 8) * 8 + 2 * t + 1] = acc[3];
+  consumer_sync();
+  return true;
+}
+
+// The sum over the warps of element (m, n) of scratch buffer `buf`.
+__device__ __forceinline__ float tile_sum(const Ctx& c, int buf, int m, int n) {
+  const float* part = reinterpret_cast<const float*>(c.s.scratch) + buf * (kConsumerWarps * 128) + m * 8 + n;
+  float v = 0.f;
+#pragma unroll
+  for (int w = 0; w < kConsumerWarps; ++w) v += part[w * 128];
+  return v;
+}
+
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+// kQkv, kOProj, kDenseGateUp, kDenseDown, kLmHead.
+__device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  const int R = p.rows;
+  const bool last_layer_block = in.layer >= d.n_layers;
+  const LayerPtrs* L = last_layer_block ? nullptr : &p.layers[in.layer];
+  const bool second = !d.parallel_block;  // sequential blocks: the FFN reads the second norm's h
+  const auto& g = in.gemv;
+  for (int t = g.tile0; t < g.tile0 + g.n_tiles; ++t) {
+    const int buf = (t - g.tile0) & 1;
+    switch (in.op) {
+      case Opcode::kQkv: {
+        c.stage_act(act_tag(kActH, in.layer, 0, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
+        if (!tile_mma(c, t, d.hidden, buf)) return false;
+        if (c.tid < 128) {
+          const int m = c.tid >> 3, n = c.tid & 7, row = t * kTileRows + m;
+          if (n < R && row < d.qkv_width)
+            p.qkv[int64_t(n) * d.qkv_width + row] = tile_sum(c, buf, m, n) + (L->qkv_b ? L->qkv_b[row] : 0.f);
+        }
+        break;
+      }
+      case Opcode::kOProj: {
+        const int kw = d.group * d.head_dim, c0 = g.kslice * kw;
+        c.stage_act(act_tag(kActAttn, in.layer, 0, c0, kw, 0), p.attn_out + c0, d.q_width, nullptr, R, 0, kw);
+        if (!tile_mma(c, t, kw, buf)) return false;
+        if (c.tid < 128) {
+          const int m = c.tid >> 3, n = c.tid & 7, row = t * kTileRows + m;
+          if (n < R && row < d.hidden)
+            p.o_part[(int64_t(g.kslice) * R + n) * d.hidden + row] =
+                tile_sum(c, buf, m, n) + (g.kslice == 0 && L->o_b ? L->o_b[row] : 0.f);
+        }
+        break;
+      }
+      case Opcode::kDenseGateUp: {
+        const bool shared = in.flags & ::ms::mk::kFlagShared;
+        const int F = shared ? d.shared_ffn : d.dense_ffn;
+        uint16_t* act = shared ? p.shared_act : p.dense_act;
+        c.stage_act(act_tag(kActH, in.layer, second, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
+        if (!tile_mma(c, t, d.hidden, buf)) return false;
+        if (c.tid < 64) {
+          const int m = c.tid >> 3, n = c.tid & 7, col = t * ::ms::mk::kPairCols + m;
+          if (n < R && col < F) {
+            const float y = silu_mul(tile_sum(c, buf, m, n), tile_sum(c, buf, m + 8, n));
+            act[int64_t(n) * F + col] = __bfloat16_as_ushort(__float2bfloat16_rn(y));
+          }
+        }
+        break;
+      }
+      case Opcode::kDenseDown: {
+        const bool shared = in.flags & ::ms::mk::kFlagShared;
+        const int F = shared ? d.shared_ffn : d.dense_ffn;
+        const ::ms::mk::RowRange cols = ::ms::mk::down_slice_cols(F, g.kslice);
+        const int k = cols.end - cols.begin;
+        c.stage_act(act_tag(shared ? kActShared : kActDense, in.layer, 0, cols.begin, k, 0),
+                    (shared ? p.shared_act : p.dense_act) + cols.begin, F, nullptr, R, 0, k);
+        if (!tile_mma(c, t, k, buf)) return false;
+        if (c.tid < 128) {
+          const int m = c.tid >> 3, n = c.tid & 7, row = t * kTileRows + m;
+          float* part = shared ? p.shared_part : p.dense_part;
+          if (n < R && row < d.hidden) part[(int64_t(g.kslice) * R + n) * d.hidden + row] = tile_sum(c, buf, m, n);
+        }
+        break;
+      }
+      case Opcode::kLmHead: {
+        c.stage_act(act_tag(kActH, in.layer, 0, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
+        if (!tile_mma(c, t, d.hidden, buf)) return false;
+        if (c.tid < 128) {
+          const int m = c.tid >> 3, n = c.tid & 7, row = t * kTileRows + m;
+          if (n < R && row < d.vocab) p.logits[int64_t(n) * d.vocab + row] = tile_sum(c, buf, m, n) * d.logit_scale;
+        }
+        break;
+      }
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+// kRouter: 16 experts x H, fp32 input. Warp w owns experts 2w, 2w + 1 of the
+// tile: lane l dots columns l * 8 + 256 u of each k-chunk (the layered
+// router's per-lane order), then a warp sum; the chunk's fp32 input rows are
+// staged in the activation buffer.
+__device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  const int R = p.rows, H = d.hidden;
+  const int second = d.parallel_block ? 0 : 1;
+  for (int t = in.gemv.tile0; t < in.gemv.tile0 + in.gemv.n_tiles; ++t) {
+    float acc[2][kMaxRows];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int n = 0; n < kMaxRows; ++n) acc[j][n] = 0.f;
+    const int n_chunks = (H + kStageCols - 1) / kStageCols;
+    for (int ch = 0; ch < n_chunks; ++ch) {
+      const int c0 = ch * kStageCols, nc = min(kStageCols, H - c0);
+      // fp32 rows of the chunk (4 bytes a column: stage as bf16 pairs of 16-byte pieces).
+      const ActTag tag = act_tag(kActHf, in.layer, second, c0, nc, 0);
+      if (tag != c.act) {
+        for (int i = c.tid; i < R * nc / 4; i += kConsumerThreads) {
+          const int n = i / (nc / 4), q = i % (nc / 4);
+          const float4 v = __ldcg(reinterpret_cast<const float4*>(p.hf + int64_t(n) * H + c0) + q);
+          *reinterpret_cast<float4*>(c.s.act + n * kActStride + q * 16) = v;
+        }
+        consumer_sync();
+        c.act = tag;
+      }
+      if (!c.acquire(t, ch)) return false;
+      const unsigned char* st = c.stage();
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int m = 2 * c.warp + j;
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int col = c.lane * 8 + u * 256;
+          if (col < nc) {
+            float wf[8];
+            bf16x8_to_f32(*reinterpret_cast<const uint4*>(st + m * kRowBytes + col * 2), wf);
+#pragma unroll
+            for (int n = 0; n < kMaxRows; ++n) {
+              if (n < R) {
+                const float* x = reinterpret_cast<const float*>(c.s.act + n * kActStride) + col;
+                float a = acc[j][n];
+#pragma unroll
+                for (int e = 0; e < 8; ++e) a = fmaf(wf[e], x[e], a);
+                acc[j][n] = a;
+              }
+            }
+          }
+        }
+      }
+      c.release();
+      consumer_sync();  // every warp is done with the staged rows before the next chunk's
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int e = t * kTileRows + 2 * c.warp + j;
+#pragma unroll
+      for (int n = 0; n < kMaxRows; ++n) {
+        const float v = warp_sum(acc[j][n]);
+        if (c.lane == 0 && n < R && e < d.n_experts) p.router_logits[int64_t(n) * d.n_experts + e] = v;
+      }
+    }
+  }
+  return true;
+}
+
+// One claimed expert tile (header already peeked): gate/up (slot, 8
+// intermediate columns) or down (slot, 16 output rows), for the expert's
+// member rows.
+__device__ __forceinline__ bool expert_tile(Ctx& c, const Instruction& in, int tile) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  const int E = d.n_experts, K = d.top_k, I = d.moe_ffn, H = d.hidden;
+  const bool gu = in.op == Opcode::kExpertGateUp;
+  const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
+  const int slot = tile / tpe, j = tile % tpe;
+  const int32_t* plan = p.plan;
+  const int off = __ldcg(plan + 1 + E + slot), cnt = __ldcg(plan + 1 + 2 * E + slot);
+  int32_t* rows = reinterpret_cast<int32_t*>(c.s.scratch + kScratchBytes - 128);  // (<= 8) member rows
+  if (!gu) {
+    const uint32_t base = in.wait[1].counter + ((in.flags & ::ms::mk::kFlagWait1PlusSlot) ? uint32_t(slot) : 0u);
+    if (!c.wait(base, in.wait[1].target)) return false;
+  }
+  // Members: selection ids s = row * K + k, at most one per row.
+  int sel = -1;
+  if (c.tid < cnt) sel = __ldcg(plan + 1 + 3 * E + off + c.tid);
+  if (c.tid < cnt) rows[c.tid] = gu ? sel / K : sel;
+  consumer_sync();
+  const int n_rows = min(cnt, kMaxRows);
+  // Tag by (layer, slot): the rows of a slot do not change within the step.
+  if (gu)
+    c.stage_act(act_tag(kActMoe + 8, in.layer, d.parallel_block ? 0 : 1, 0, H, slot + 1), p.h, H, rows, n_rows, 0, H);
+  else
+    c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, slot + 1), p.moe_act, I, rows, n_rows, 0, I);
+  // One scratch buffer: signal_counter below syncs before the next tile writes it.
+  const int buf = 0;
+  if (!tile_mma(c, tile, gu ? H : I, buf)) return false;
+  if (gu) {
+    if (c.tid < 64) {
+      const int m = c.tid >> 3, n = c.tid & 7, col = j * ::ms::mk::kPairCols + m;
+      if (n < n_rows && col < I) {
+        const int s_id = __ldcg(plan + 1 + 3 * E + off + n);
+        const float y = silu_mul(tile_sum(c, buf, m, n), tile_sum(c, buf, m + 8, n));
+        p.moe_act[int64_t(s_id) * I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(y));
+      }
+    }
+  } else {
+    if (c.tid < 128) {
+      const int m = c.tid >> 3, n = c.tid & 7, row = j * kTileRows + m;
+      if (n < n_rows && row < H) {
+        const int s_id = __ldcg(plan + 1 + 3 * E + off + n);
+        p.ybuf[int64_t(s_id) * H + row] = __ldcg(p.topk_w + s_id) * tile_sum(c, buf, m, n);
+      }
+    }
+  }
+  // Per tile: gate/up done of the slot, or one more down tile.
+  signal_counter(p, in.signal[0] + (gu ? uint32_t(slot) : 0u));
+  return true;
+}
+
+// kExpertGateUp / kExpertDown: the claim loop (the loader claimed the tiles;
+// each position's header names the tile, -1 when the queue ran out).
+__device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
+  if (!c.wait(in.wait[0].counter, in.wait[0].target)) return false;  // the routing plan is visible
+  for (int k = 0; k < in.claim.max_claims; ++k) {
+    StageHeader h;
+    if (!c.acquire(Ctx::kAnyTile, 0, &h)) return false;
+    if (h.tile < 0) {
+      c.release();
+      return true;
+    }
+    if (!expert_tile(c, in, h.tile)) return false;
+  }
+  return true;
+}
+
+}  // namespace ms::gpu::mk

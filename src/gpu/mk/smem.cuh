@@ -1,0 +1,95 @@
+// Shared memory of one megakernel CTA and the stage ring between the loader
+// warp and the consumer warps.
+//
+// Ring: kStages stages of kStageBytes. The loader fills stage positions in
+// instruction order (weights of tiles, K/V of attention stages, claimed
+// expert tiles), each completing on its "full" mbarrier by transaction
+// bytes; every consumer warp waits on every position's full barrier (also
+// positions it does not read, so no warp runs a ring cycle ahead) and
+// arrives on its "empty" barrier (count: the consumer warps). The loader
+// waits "empty" before refilling. Positions carry a header (instruction
+// index, tile) that the consumers check against their own walk.
+//
+// Weight stage: 16 rows x up to kStageCols bf16 columns, row m at m *
+// kRowBytes (padded by 16 bytes so the 8 row addresses of an ldmatrix hit
+// 8 different bank groups). KV stage: K then V, each in the tensor map's
+// swizzled layout (see kv_chunk_offset).
+#pragma once
+
+#include <cstdint>
+
+#include "gpu/mk/sync.cuh"
+
+namespace ms::gpu::mk {
+
+using ::ms::mk::kMaxActCols;
+using ::ms::mk::kMaxRows;
+using ::ms::mk::kStageCols;
+using ::ms::mk::kStageKeys;
+using ::ms::mk::kTileRows;
+
+constexpr int kStages = 5;
+constexpr int kRowBytes = kStageCols * 2 + 16;  // 2064
+constexpr int kStageBytes = 33792;              // 33 KB, a multiple of 1024 (swizzle alignment)
+static_assert(kTileRows * kRowBytes <= kStageBytes);
+static_assert(2 * kStageKeys * 128 * 2 <= kStageBytes, "K and V of 64 keys at head_dim 128");
+// Activation rows staged for the tensor cores (bf16, up to kMaxActCols) or
+// the router (fp32, up to kStageCols per k-chunk).
+constexpr int kActStride = kMaxActCols * 2 + 16;  // 4112 bytes
+constexpr int kActBytes = kMaxRows * kActStride;
+static_assert(kActStride >= kStageCols * 4 + 16);
+constexpr int kScratchBytes = 17408;  // reductions, attention q prep and merge
+
+struct StageHeader {
+  int32_t instr;  // instruction index in the SM's list
+  int32_t tile;   // tile of the instruction (claims: the claimed tile, -1: queue empty)
+  int32_t chunk;  // k-chunk or attention stage
+  int32_t pad;
+};
+
+struct Smem {
+  unsigned char stage[kStages][kStageBytes];
+  unsigned char act[kActBytes];
+  unsigned char scratch[kScratchBytes];
+  uint64_t full[kStages];
+  uint64_t empty[kStages];
+  StageHeader header[kStages];
+  int32_t flag;          // consumer broadcast (abort, skip)
+  int32_t reserved[3];
+};
+// Dynamic shared memory requested: the struct plus room to align it to 1024.
+constexpr size_t kSmemBytes = sizeof(Smem) + 1024;
+static_assert(kSmemBytes <= 232448, "the sm_90 opt-in shared memory limit per block");
+
+// A role's cursor over the ring's positions.
+struct Ring {
+  uint32_t pos = 0;
+  __device__ __forceinline__ int stage() const { return static_cast<int>(pos % kStages); }
+  __device__ __forceinline__ uint32_t parity() const { return (pos / kStages) & 1u; }
+};
+
+// ---- KV stage layout (the tensor map's swizzle) ----
+// A K (or V) stage holds 64 keys of head_dim hd: hd / 64 slices of 64 keys x
+// 128 bytes (hd 64, 128; 128-byte swizzle) or one slice of 64 keys x 64
+// bytes (hd 32; 64-byte swizzle). 16-byte chunk c of key j lives at
+//   slice(c) base + j * row_bytes + ((c % cpr) ^ swz(j)) * 16
+// with cpr = 16-byte chunks per row (8 or 4), swz(j) = j % 8 (128B) or
+// (j / 2) % 4 (64B): the XOR of the address bits [4, 7) with bits [7, 10)
+// (128B) or [4, 6) with [7, 9) (64B) that the copy engine applies.
+__device__ __forceinline__ int kv_row_bytes(int hd) { return hd >= 64 ? 128 : 64; }
+__device__ __forceinline__ int kv_slices(int hd) { return hd >= 64 ? hd / 64 : 1; }
+__device__ __forceinline__ int kv_slice_bytes(int hd) { return kStageKeys * kv_row_bytes(hd); }
+__device__ __forceinline__ int kv_half_bytes(int hd) { return kv_slices(hd) * kv_slice_bytes(hd); }  // K or V
+__device__ __forceinline__ int kv_chunk_offset(int hd, int key, int chunk) {
+  const int cpr = kv_row_bytes(hd) / 16;
+  const int slice = chunk / cpr, c = chunk % cpr;
+  const int swz = hd >= 64 ? (key & 7) : ((key >> 1) & 3);
+  return slice * kv_slice_bytes(hd) + key * kv_row_bytes(hd) + ((c ^ swz) << 4);
+}
+
+__device__ __forceinline__ Smem& smem_of(unsigned char* raw) {
+  const uintptr_t a = (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023);
+  return *reinterpret_cast<Smem*>(a);
+}
+
+}  // namespace ms::gpu::mk

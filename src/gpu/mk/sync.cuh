@@ -1,0 +1,177 @@
+// Synchronisation and copy primitives of the megakernel, written from the
+// PTX ISA (sm_90): mbarrier phases with transaction counts, bulk and tensor
+// copies into shared memory that complete on an mbarrier, the consumer
+// warps' named barrier, and dependency counters in global memory (acquire
+// spin with a watchdog; release by fence + atomic add). Device code only.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gpu/mk/params.h"
+
+namespace ms::gpu::mk {
+
+constexpr int kConsumerWarps = 8;
+constexpr int kConsumerThreads = kConsumerWarps * 32;
+constexpr int kThreads = kConsumerThreads + 32;  // + the loader warp
+constexpr int kLoaderWarp = kConsumerWarps;
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// The consumer warps' barrier (barrier 1; 0 is __syncthreads).
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
+}
+
+__device__ __forceinline__ uint64_t global_timer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
+// ---- mbarrier ----
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+// Makes the initialised barriers visible to the async proxy (TMA).
+__device__ __forceinline__ void mbar_fence_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t ok;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(ok)
+      : "r"(smem_u32(bar)), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
+
+// ---- copies into shared memory, completing on an mbarrier ----
+// L2 policy for data read once per step (weights, KV): evict first, so the
+// activations and the counters stay resident.
+__device__ __forceinline__ uint64_t policy_evict_first() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+// bytes: a multiple of 16; both addresses 16-byte aligned.
+__device__ __forceinline__ void bulk_copy(void* smem_dst, const void* gmem_src, uint32_t bytes, uint64_t* bar,
+                                          uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          smem_u32(smem_dst)),
+      "l"(gmem_src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
+      : "memory");
+}
+// A 2D box of a tensor map at (c0 = innermost element, c1 = row).
+__device__ __forceinline__ void tensor_copy_2d(void* smem_dst, const CUtensorMap* map, int32_t c0, int32_t c1,
+                                               uint64_t* bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+      "{%2, %3}], [%4], %5;\n" ::"r"(smem_u32(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "l"(policy)
+      : "memory");
+}
+
+// ---- watchdog ----
+enum ErrorCode : uint32_t { kErrNone = 0, kErrCounterTimeout = 1, kErrStageTimeout = 2, kErrBadInstruction = 3 };
+
+struct Watch {
+  uint64_t deadline_ns = 0;  // 0: no watchdog
+  uint32_t* abort_flag = nullptr;
+};
+
+__device__ __forceinline__ bool aborted(const Params& p) {
+  return *reinterpret_cast<volatile uint32_t*>(p.abort_flag) != 0;
+}
+
+// Records the first failure and raises the abort flag.
+__device__ __forceinline__ void report(const Params& p, uint32_t code, uint32_t instr, const Instruction& in,
+                                       uint32_t counter, int32_t value, int32_t target, uint32_t role) {
+  if (atomicCAS(&p.error->code, 0u, code) == 0u) {
+    MkError& e = *p.error;
+    e.sm = blockIdx.x;
+    e.instr = instr;
+    e.opcode = static_cast<uint32_t>(in.op);
+    e.layer = in.layer;
+    e.counter = counter;
+    e.value = value;
+    e.target = target;
+    e.role = role;
+    __threadfence();
+  }
+  atomicExch(p.abort_flag, 1u);
+}
+
+__device__ __forceinline__ uint32_t ld_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Spins until (int32) counters[c] >= target (one thread). False: the
+// watchdog fired or another wait did (the step is being abandoned).
+__device__ __forceinline__ bool wait_counter(const Params& p, uint32_t c, int32_t target, uint32_t instr,
+                                             const Instruction& in, uint32_t role) {
+  const uint32_t* ctr = p.counters + c;
+  if (static_cast<int32_t>(ld_acquire(ctr)) >= target) return true;
+  const uint64_t t0 = global_timer();
+  uint32_t ns = 32;
+  for (uint32_t it = 0;; ++it) {
+    __nanosleep(ns);
+    if (ns < 256) ns *= 2;
+    const int32_t v = static_cast<int32_t>(ld_acquire(ctr));
+    if (v >= target) return true;
+    if ((it & 63) == 63) {
+      if (aborted(p)) return false;
+      if (p.watchdog_ns && global_timer() - t0 > p.watchdog_ns) {
+        report(p, kErrCounterTimeout, instr, in, c, v, target, role);
+        return false;
+      }
+    }
+  }
+}
+
+// Waits for an mbarrier phase (each calling thread). False: abandoned.
+__device__ __forceinline__ bool wait_stage(const Params& p, uint64_t* bar, uint32_t parity, uint32_t instr,
+                                           const Instruction& in, uint32_t role) {
+  if (mbar_try_wait(bar, parity)) return true;
+  const uint64_t t0 = global_timer();
+  for (uint32_t it = 0;; ++it) {
+    if (mbar_try_wait(bar, parity)) return true;
+    if ((it & 255) == 255) {
+      if (aborted(p)) return false;
+      // Twice the counter watchdog: a stage waits behind its loader, whose
+      // own waits report the real cause first.
+      if (p.watchdog_ns && global_timer() - t0 > 2 * p.watchdog_ns) {
+        report(p, kErrStageTimeout, instr, in, 0xffffffffu, 0, 0, role);
+        return false;
+      }
+    }
+  }
+}
+
+// Release of this CTA's outputs: every consumer thread's stores are ordered
+// before the increment (call from all consumer threads).
+__device__ __forceinline__ void signal_counter(const Params& p, uint32_t c, uint32_t add = 1) {
+  consumer_sync();
+  if (threadIdx.x == 0 && c != ::ms::mk::kNoCounter) {
+    __threadfence();
+    atomicAdd(p.counters + c, add);
+  }
+}
+
+}  // namespace ms::gpu::mk
