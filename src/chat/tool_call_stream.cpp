@@ -299,12 +299,7 @@ class ToolCallStreamParser::Impl {
   // The current region is markup that did not make a call: drop it up to the
   // next marker (a call announced before stays as streamed).
   void enter_discard() {
-    call_.reset();
-    committed_ = false;
-    skipping_ = false;
-    held_.clear();
-    held_is_junk_ = false;
-    closer_pos_ = 0;
+    clear_call(false);
     mode_ = Mode::kDiscard;
   }
 
@@ -376,14 +371,20 @@ class ToolCallStreamParser::Impl {
     return false;
   }
 
-  void call_done() {
-    const bool counted = committed_;
+  // Forgets the call being scanned; junk_follows: what comes next follows a
+  // finished call (separators, a closer).
+  void clear_call(bool junk_follows) {
     call_.reset();
     committed_ = false;
     skipping_ = false;
     held_.clear();
-    held_is_junk_ = true;
+    held_is_junk_ = junk_follows;
     closer_pos_ = 0;
+  }
+
+  void call_done() {
+    const bool counted = committed_;
+    clear_call(true);
     mode_ = format_ == ToolCallFormat::kHermes   ? Mode::kCallClose
             : format_ == ToolCallFormat::kCohere ? Mode::kActionSep
                                                  : Mode::kLlamaSep;

@@ -9,15 +9,6 @@
 namespace ms::server {
 namespace {
 
-std::string random_id(const char* prefix) {
-  static thread_local std::mt19937_64 rng(std::random_device{}() ^
-                                          uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()));
-  static const char kHex[] = "0123456789abcdef";
-  std::string s = prefix;
-  for (int i = 0; i < 24; ++i) s += kHex[rng() % 16];
-  return s;
-}
-
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -55,8 +46,9 @@ ApiError Generation::start(ServerContext& ctx, Endpoint endpoint, const Json& bo
   if (!err.ok()) return err;
 
   const int max_len = ctx.engine->max_model_len();
-  g->meta_.id = endpoint == Endpoint::kResponses ? random_item_id("resp_")
-                                                   : random_id(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
+  g->meta_.id = random_item_id(endpoint == Endpoint::kResponses ? "resp_"
+                               : endpoint == Endpoint::kChat    ? "chatcmpl-"
+                                                                : "cmpl-");
   g->meta_.created = unix_now();
   g->meta_.model = ctx.model_name;
   g->meta_.usage_null = r.include_usage;

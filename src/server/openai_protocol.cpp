@@ -36,6 +36,23 @@ ApiError unsupported_field(const std::string& param, const std::string& why) {
                      param, "unsupported_parameter");
 }
 
+ApiError check_documented_field(const std::string& key, const Json& value, const FieldReasons& ignored,
+                                const FieldReasons& null_only, bool* known) {
+  *known = true;
+  if (auto ig = ignored.find(key); ig != ignored.end()) {
+    if (!value.is_null()) {
+      MS_LOG(Debug) << "request field '" << key << "' accepted and ignored: " << ig->second;
+    }
+    return no_error();
+  }
+  if (auto no = null_only.find(key); no != null_only.end()) {
+    if (value.is_null() || (value.is_boolean() && !value.get<bool>())) return no_error();
+    return unsupported_field(key, no->second);
+  }
+  *known = false;
+  return no_error();
+}
+
 const Json* field(const Json& body, const char* key) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return nullptr;
@@ -115,8 +132,8 @@ const std::set<std::string>& completion_fields() {
 
 // Documented OpenAI chat fields that change nothing this server produces:
 // accepted (type-checked), logged at debug, and ignored. The value is why.
-const std::map<std::string, const char*>& ignored_chat_fields() {
-  static const std::map<std::string, const char*> k = {
+const FieldReasons& ignored_chat_fields() {
+  static const FieldReasons k = {
       {"metadata", "stored-completion tags; completions are not stored"},
       {"store", "completions are not stored"},
       {"service_tier", "there is one tier"},
@@ -132,8 +149,8 @@ const std::map<std::string, const char*>& ignored_chat_fields() {
 
 // Documented fields whose non-null values ask for something this server does
 // not do: null is the default and accepted, anything else is a 400 saying why.
-const std::map<std::string, const char*>& null_only_chat_fields() {
-  static const std::map<std::string, const char*> k = {
+const FieldReasons& null_only_chat_fields() {
+  static const FieldReasons k = {
       {"audio", "audio output is not supported"},
       {"functions", "use 'tools'"},
       {"function_call", "use 'tool_choice'"},
@@ -147,19 +164,9 @@ ApiError check_allowlist(const Json& body, const std::set<std::string>& extra, b
   for (auto it = body.begin(); it != body.end(); ++it) {
     const std::string& k = it.key();
     if (common_fields().count(k) || extra.count(k)) continue;
-    if (chat) {
-      if (auto ig = ignored_chat_fields().find(k); ig != ignored_chat_fields().end()) {
-        if (!it->is_null()) {
-          MS_LOG(Debug) << "request field '" << k << "' accepted and ignored: " << ig->second;
-        }
-        continue;
-      }
-      if (auto no = null_only_chat_fields().find(k); no != null_only_chat_fields().end()) {
-        if (it->is_null()) continue;
-        return unsupported_field(k, no->second);
-      }
-    }
-    return unsupported_field(k);
+    bool known = false;
+    if (chat) MS_API_CHECK(check_documented_field(k, *it, ignored_chat_fields(), null_only_chat_fields(), &known));
+    if (!known) return unsupported_field(k);
   }
   return no_error();
 }

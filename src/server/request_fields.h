@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -18,6 +19,14 @@ const char* json_type_name(const Json& v);
 ApiError type_error(const std::string& param, const char* want, const Json& v);
 ApiError range_error(const std::string& param, const std::string& range, const std::string& got);
 ApiError unsupported_field(const std::string& param, const std::string& why = "");
+
+// Documented fields this server does not act on, each with the reason:
+// `ignored` ones are accepted (logged at debug); `null_only` ones are
+// accepted as null or false and otherwise a 400 saying why. *known tells
+// whether `key` is in either table.
+using FieldReasons = std::map<std::string, const char*>;
+ApiError check_documented_field(const std::string& key, const Json& value, const FieldReasons& ignored,
+                                const FieldReasons& null_only, bool* known);
 
 // The field `key` of `body`, or nullptr when it is absent or null.
 const Json* field(const Json& body, const char* key);

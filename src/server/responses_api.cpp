@@ -7,7 +7,6 @@
 #include <set>
 #include <vector>
 
-#include "core/log.h"
 #include "server/request_fields.h"
 
 namespace ms::server {
@@ -25,8 +24,8 @@ const std::set<std::string>& handled_fields() {
 }
 
 // Documented fields that change nothing here; the value is why.
-const std::map<std::string, const char*>& ignored_fields() {
-  static const std::map<std::string, const char*> k = {
+const FieldReasons& ignored_fields() {
+  static const FieldReasons k = {
       {"user", "abuse-detection tag"},
       {"safety_identifier", "abuse-detection tag"},
       {"prompt_cache_key", "prefix caching is automatic"},
@@ -39,8 +38,8 @@ const std::map<std::string, const char*>& ignored_fields() {
 }
 
 // Documented fields accepted only as null (or false): the feature is not here.
-const std::map<std::string, const char*>& null_only_fields() {
-  static const std::map<std::string, const char*> k = {
+const FieldReasons& null_only_fields() {
+  static const FieldReasons k = {
       {"background", "background responses are not supported"},
       {"conversation", "conversations are not supported; use previous_response_id"},
       {"prompt", "prompt templates are not supported"},
@@ -57,17 +56,9 @@ ApiError check_fields(const Json& body) {
   for (auto it = body.begin(); it != body.end(); ++it) {
     const std::string& k = it.key();
     if (handled_fields().count(k)) continue;
-    if (auto ig = ignored_fields().find(k); ig != ignored_fields().end()) {
-      if (!it->is_null()) {
-        MS_LOG(Debug) << "responses: field '" << k << "' accepted and ignored: " << ig->second;
-      }
-      continue;
-    }
-    if (auto no = null_only_fields().find(k); no != null_only_fields().end()) {
-      if (it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
-      return unsupported_field(k, no->second);
-    }
-    return unsupported_field(k);
+    bool known = false;
+    MS_API_CHECK(check_documented_field(k, *it, ignored_fields(), null_only_fields(), &known));
+    if (!known) return unsupported_field(k);
   }
   return no_error();
 }
@@ -513,6 +504,8 @@ Json responses_usage(int input_tokens, int output_tokens, int cached_tokens, int
 Json response_object(const std::string& id, int64_t created_at, const std::string& model, const ResponsesRequest& rq,
                      const char* status, const Json& output, const Json& usage, const Json& error,
                      const Json& incomplete_details) {
+  // OpenAI's field order: instructions and max_output_tokens before model,
+  // the rest of the echo after output.
   Json j = Json::object();
   j["id"] = id;
   j["object"] = "response";
@@ -521,21 +514,14 @@ Json response_object(const std::string& id, int64_t created_at, const std::strin
   j["background"] = false;
   j["error"] = error;
   j["incomplete_details"] = incomplete_details;
+  for (const char* k : {"instructions", "max_output_tokens"}) j[k] = rq.echo.value(k, Json(nullptr));
   j["model"] = model;
   j["output"] = output;
-  for (auto it = rq.echo.begin(); it != rq.echo.end(); ++it) j[it.key()] = it.value();
+  for (auto it = rq.echo.begin(); it != rq.echo.end(); ++it) {
+    if (!j.contains(it.key())) j[it.key()] = it.value();
+  }
   j["usage"] = usage;
-  // Sorted back into OpenAI's order: instructions and max_output_tokens sit
-  // before model, the rest after output.
-  Json ordered = Json::object();
-  for (const char* k : {"id", "object", "created_at", "status", "background", "error", "incomplete_details",
-                        "instructions", "max_output_tokens", "model", "output"}) {
-    ordered[k] = j[k];
-  }
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (!ordered.contains(it.key())) ordered[it.key()] = it.value();
-  }
-  return ordered;
+  return j;
 }
 
 StoredResponse stored_response(const Json& response, const ResponsesRequest& rq) {
