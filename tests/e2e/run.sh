@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end tests of `megaserve serve` with the official openai npm client.
+# End-to-end tests of `megaserve serve` with real npm clients (openai, the AI SDK,
+# LangChain, OpenCode; versions pinned in package.json + package-lock.json).
 #   MEGASERVE_BIN=build/megaserve tests/e2e/run.sh [test files...]
 # MEGASERVE_BIN: the megaserve binary (built beforehand; this script builds nothing).
 # MEGASERVE_E2E_MODEL: checkpoint dir with tokenizer.json and a chat template
