@@ -18,12 +18,23 @@
 //     its arguments have begun; after that its arguments are streamed as
 //     compact JSON (whitespace outside strings dropped, key order and escapes
 //     kept). The fragments concatenated equal ToolCall::arguments.
-//   - A malformed call found before it was announced (not JSON, no name, name
-//     not in ParserOptions::allowed_names, stream ended) is given back as
-//     content, markers included. After it was announced it cannot be taken
-//     back: if generation stops inside it (max_tokens) its arguments stay
-//     truncated, as OpenAI's do with finish_reason "length"; a syntax error
-//     ends the call there and the rest of the text is scanned as content.
+//   - Tool-call markup never reaches content. A call region opened by a
+//     marker (<tool_call>, <|START_ACTION|>, <|python_tag|>) that turns out
+//     malformed before its call was announced (not JSON, no name, stream
+//     ended) is dropped up to the region's closing marker (</tool_call>,
+//     <|END_ACTION|>; the end of the output for <|python_tag|>) or the next
+//     marker; so is the rest of a region whose announced call hit a syntax
+//     error. A well-formed call to a name not in ParserOptions::allowed_names
+//     is skipped by itself: the calls after it still count. Only Llama 3's
+//     bare JSON (no marker) can be an answer rather than a call: when it does
+//     not parse as an allowed call it is content, as written.
+//   - After a call was announced it cannot be taken back: if generation stops
+//     inside it (max_tokens) its arguments stay truncated, as OpenAI's do with
+//     finish_reason "length".
+//   - ParserOptions::calls_allowed false (tool_choice "none"): every call
+//     region is dropped; max_calls > 0 (parallel_tool_calls false: 1): once
+//     that many calls are complete, saturated() turns true and the rest of
+//     the output is dropped.
 //   - A missing closing brace of the call object is forgiven, and so are
 //     stringified arguments ("arguments": "{\"a\": 1}"): decoded, and
 //     announced only once the string is complete.
@@ -125,6 +136,10 @@ struct ParserOptions {
   std::vector<std::string> allowed_names;
   // The output begins inside a reasoning block (see prompt_opens_reasoning).
   bool starts_in_reasoning = false;
+  // false: no call is accepted; call regions are dropped (tool_choice "none").
+  bool calls_allowed = true;
+  // > 0: at most this many calls; the output after the last one is dropped.
+  int max_calls = 0;
 };
 
 class ToolCallStreamParser {
@@ -141,6 +156,10 @@ class ToolCallStreamParser {
   // End of output: releases held text (as content if it was not a call).
   // Call once; feed() after finish() is ignored.
   StreamDelta finish();
+  // ParserOptions::max_calls calls are complete: nothing more will come out.
+  bool saturated() const;
+  // Call regions dropped so far (malformed, not allowed, over max_calls).
+  int dropped_calls() const;
 
   class Impl;
 

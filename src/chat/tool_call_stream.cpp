@@ -5,10 +5,13 @@
 // marker (marker_buf_) and trailing whitespace (ws_buf_) are held; everything
 // else is emitted at once. Inside a call region the raw text is kept in held_
 // until the call is committed (name known, arguments begun), so a malformed
-// call can be given back as content; after commit, arguments go out as they
-// are scanned. Text after a finished call that is not yet known to be a
-// closing marker or separator is "junk": dropped if it completes the closer or
-// the output ends, rescanned as text otherwise.
+// bare Llama 3 call can be given back as content; after commit, arguments go
+// out as they are scanned. A malformed region opened by a marker switches to
+// discard mode: text mode's marker matching with nothing emitted, left at the
+// next marker (its closer, which is a strip marker, or a new region). Text
+// after a finished call that is not yet known to be a closing marker or
+// separator is "junk": dropped if it completes the closer or the output ends,
+// rescanned as text otherwise (inside a Cohere action list: discarded).
 #include <optional>
 
 #include "chat/tool_call_json.h"
@@ -33,7 +36,8 @@ struct Marker {
 
 const std::vector<Marker>& markers_for(ToolCallFormat format) {
   static const std::vector<Marker> kNone;
-  static const std::vector<Marker> kHermes = {{"<tool_call>", MarkerAction::kCallOpen}};
+  static const std::vector<Marker> kHermes = {{"<tool_call>", MarkerAction::kCallOpen},
+                                              {"</tool_call>", MarkerAction::kStrip}};
   static const std::vector<Marker> kCohere = {
       {"<|START_ACTION|>", MarkerAction::kActionOpen},
       {"<|START_THINKING|>", MarkerAction::kReasoningOpen},
@@ -81,7 +85,7 @@ class ToolCallStreamParser::Impl {
         keys_(keys_for(format)),
         markers_(markers_for(format)),
         ids_(options_.id_seed) {
-    if (format_ == ToolCallFormat::kLlama3Json) mode_ = Mode::kLlamaStart;
+    if (format_ == ToolCallFormat::kLlama3Json && options_.calls_allowed) mode_ = Mode::kLlamaStart;
     if (format_ == ToolCallFormat::kCohere && options_.starts_in_reasoning) reasoning_ = true;
   }
 
@@ -103,6 +107,9 @@ class ToolCallStreamParser::Impl {
     return std::exchange(out_, StreamDelta());
   }
 
+  bool saturated() const { return mode_ == Mode::kDone; }
+  int dropped_calls() const { return dropped_; }
+
  private:
   enum class Mode {
     kText,         // prose; markers_ are recognized
@@ -116,6 +123,8 @@ class ToolCallStreamParser::Impl {
     kActionNext,   // cohere: expecting '{' (or ']')
     kActionSep,    // cohere: after an element: ',' or ']'
     kActionClose,  // cohere: after ']', expecting <|END_ACTION|>
+    kDiscard,      // dropped markup: markers are recognized, nothing is emitted
+    kDone,         // max_calls reached: everything is dropped
   };
 
   // ---- output
@@ -138,13 +147,16 @@ class ToolCallStreamParser::Impl {
   // A character of prose: whitespace is held so that whitespace next to a
   // marker or call can be dropped.
   void plain_char(char c) {
+    if (mode_ == Mode::kDiscard) return;
     if (is_ws(c)) {
-      ws_buf_.push_back(c);
+      // After a dropped region its leading whitespace stands for the gap.
+      if (!collapse_ws_ || ws_buf_.empty()) ws_buf_.push_back(c);
       return;
     }
     if (!trim_ws_) emit(ws_buf_);
     ws_buf_.clear();
     trim_ws_ = false;
+    collapse_ws_ = false;
     emit(c);
   }
 
@@ -174,15 +186,29 @@ class ToolCallStreamParser::Impl {
   }
 
   void on_marker(const Marker& m) {
+    if (mode_ == Mode::kDiscard) {
+      mode_ = Mode::kText;
+      region_marked_ = false;
+      ws_buf_ = std::exchange(region_ws_, std::string());
+      trim_ws_ = trim_before_region_;
+      collapse_ws_ = !ws_buf_.empty();
+      if (m.action == MarkerAction::kStrip) return;  // the dropped region's closer
+    }
     std::string ws = std::exchange(ws_buf_, std::string());
     trim_before_region_ = trim_ws_;
     trim_ws_ = true;
+    collapse_ws_ = false;
     switch (m.action) {
       case MarkerAction::kCallOpen:
       case MarkerAction::kActionOpen:
       case MarkerAction::kPythonTag:
-        // The whitespace before the marker belongs to the region: if the call
-        // proves malformed, the text comes back exactly.
+        region_marked_ = true;
+        region_ws_ = ws;
+        if (!options_.calls_allowed) {
+          ++dropped_;
+          enter_discard();
+          break;
+        }
         held_ = ws + m.text;
         held_is_junk_ = false;
         mode_ = m.action == MarkerAction::kCallOpen     ? Mode::kCallOpen
@@ -197,7 +223,8 @@ class ToolCallStreamParser::Impl {
 
   // ---- call regions
   void step(char c) {
-    if (mode_ == Mode::kText) return text_char(c);
+    if (mode_ == Mode::kDone) return;
+    if (mode_ == Mode::kText || mode_ == Mode::kDiscard) return text_char(c);
     held_.push_back(c);
     if (!region_char(c)) {
       held_.pop_back();
@@ -209,6 +236,8 @@ class ToolCallStreamParser::Impl {
   bool region_char(char c) {
     switch (mode_) {
       case Mode::kText:
+      case Mode::kDiscard:
+      case Mode::kDone:
         return false;
       case Mode::kLlamaStart:
       case Mode::kLlamaNext:
@@ -264,6 +293,14 @@ class ToolCallStreamParser::Impl {
     held_.clear();
     held_is_junk_ = false;
     trim_ws_ = true;
+    region_marked_ = false;
+  }
+
+  // The current region is markup that did not make a call: drop it up to the
+  // next marker (a call announced before stays as streamed).
+  void enter_discard() {
+    clear_call(false);
+    mode_ = Mode::kDiscard;
   }
 
   bool start_call() {
@@ -296,10 +333,23 @@ class ToolCallStreamParser::Impl {
     return true;
   }
 
-  // Commits the call once possible and forwards new argument text.
+  // Commits the call once possible and forwards new argument text. A call to a
+  // name that is not allowed is skipped when it is markup (scanned to its end,
+  // nothing emitted), and makes the text content when it is bare Llama 3 JSON.
   bool progress() {
+    if (!committed_ && !skipping_ && call_->ready()) {
+      if (!name_allowed(call_->name())) {
+        if (!region_marked_) return false;
+        skipping_ = true;
+        ++dropped_;
+        held_.clear();
+      }
+    }
+    if (skipping_) {
+      call_->take_args();
+      return true;
+    }
     if (!committed_ && call_->ready()) {
-      if (!name_allowed(call_->name())) return false;
       committed_ = true;
       held_.clear();
       call_index_ = next_index_++;
@@ -321,19 +371,38 @@ class ToolCallStreamParser::Impl {
     return false;
   }
 
-  void call_done() {
+  // Forgets the call being scanned; junk_follows: what comes next follows a
+  // finished call (separators, a closer).
+  void clear_call(bool junk_follows) {
     call_.reset();
     committed_ = false;
+    skipping_ = false;
     held_.clear();
-    held_is_junk_ = true;
+    held_is_junk_ = junk_follows;
     closer_pos_ = 0;
+  }
+
+  void call_done() {
+    const bool counted = committed_;
+    clear_call(true);
     mode_ = format_ == ToolCallFormat::kHermes   ? Mode::kCallClose
             : format_ == ToolCallFormat::kCohere ? Mode::kActionSep
                                                  : Mode::kLlamaSep;
+    if (counted && ++calls_done_ == options_.max_calls) mode_ = Mode::kDone;
   }
 
   // c cannot continue the current region.
   void fail(char c) {
+    const bool in_action_list = mode_ == Mode::kActionSep || mode_ == Mode::kActionNext;
+    if (region_marked_ && (!held_is_junk_ || in_action_list)) {
+      if (!committed_ && !held_is_junk_) ++dropped_;
+      if (committed_ || held_is_junk_) {  // after a call: whitespace goes as after a call
+        region_ws_.clear();
+        trim_before_region_ = true;
+      }
+      enter_discard();
+      return step(c);  // c may be the closer's first byte, or start another marker
+    }
     if (call_ && committed_) {
       // Announced calls cannot be taken back: the call ends here.
       call_.reset();
@@ -345,6 +414,7 @@ class ToolCallStreamParser::Impl {
     std::string text = std::exchange(held_, std::string());
     bool junk = held_is_junk_;
     mode_ = Mode::kText;
+    region_marked_ = false;
     held_is_junk_ = false;
     reasoning_ = false;
     closer_pos_ = 0;
@@ -369,10 +439,24 @@ class ToolCallStreamParser::Impl {
         back_to_text();
       }
     }
+    if (mode_ == Mode::kDiscard || mode_ == Mode::kDone) {
+      held_.clear();
+      marker_buf_.clear();
+      ws_buf_.clear();
+      return;
+    }
     if (mode_ != Mode::kText) {
       std::string text = std::exchange(held_, std::string());
-      if (held_is_junk_) text.clear();
-      else trim_ws_ = trim_before_region_;
+      if (held_is_junk_) {
+        text.clear();
+      } else if (region_marked_) {
+        text.clear();  // cut off before its call was announced: markup, dropped
+        if (!skipping_) ++dropped_;
+      } else {
+        trim_ws_ = trim_before_region_;
+      }
+      region_marked_ = false;
+      skipping_ = false;
       call_.reset();
       mode_ = Mode::kText;
       reasoning_ = false;
@@ -380,7 +464,7 @@ class ToolCallStreamParser::Impl {
     }
     std::string pending = std::exchange(marker_buf_, std::string());
     for (char t : pending) plain_char(t);
-    if (!trim_ws_) emit(ws_buf_);
+    if (!trim_ws_ && !collapse_ws_) emit(ws_buf_);  // a dropped region's gap is not trailing text
     ws_buf_.clear();
   }
 
@@ -397,6 +481,12 @@ class ToolCallStreamParser::Impl {
   std::string ws_buf_;       // text-mode whitespace not yet emitted
   bool trim_ws_ = false;     // drop ws_buf_ (it follows a marker or call)
   bool trim_before_region_ = false;  // trim_ws_ when the current region began
+  bool collapse_ws_ = false;  // ws_buf_ holds a dropped region's whitespace: add no more
+  bool region_marked_ = false;  // the current region was opened by a marker (it is markup)
+  std::string region_ws_;     // the whitespace before the current region's marker
+  bool skipping_ = false;     // the call being scanned is not allowed: emit nothing
+  int calls_done_ = 0;        // complete announced calls
+  int dropped_ = 0;
   std::string held_;         // raw text of the current region, not yet committed
   bool held_is_junk_ = false;  // held_ follows a finished call
   size_t closer_pos_ = 0;
@@ -416,5 +506,7 @@ ToolCallStreamParser& ToolCallStreamParser::operator=(ToolCallStreamParser&&) no
 
 StreamDelta ToolCallStreamParser::feed(std::string_view text) { return impl_->feed(text); }
 StreamDelta ToolCallStreamParser::finish() { return impl_->finish(); }
+bool ToolCallStreamParser::saturated() const { return impl_->saturated(); }
+int ToolCallStreamParser::dropped_calls() const { return impl_->dropped_calls(); }
 
 }  // namespace ms

@@ -37,6 +37,14 @@ Status validate_sampling_params(const SamplingParams& p) {
     return bad("repetition_penalty", "> 0", p.repetition_penalty);
   if (p.logprobs < -1 || p.logprobs > kMaxTopLogprobs)
     return bad("logprobs", "in [0, " + std::to_string(kMaxTopLogprobs) + "]", p.logprobs);
+  if (p.logit_bias.size() > size_t(kMaxLogitBias))
+    return bad("logit_bias", "at most " + std::to_string(kMaxLogitBias) + " entries", double(p.logit_bias.size()));
+  for (size_t i = 0; i < p.logit_bias.size(); ++i) {
+    const auto& [t, b] = p.logit_bias[i];
+    if (t < 0) return bad("logit_bias token", ">= 0", t);
+    if (i > 0 && t <= p.logit_bias[i - 1].first) return invalid_argument("logit_bias must be sorted by token id, one entry per token");
+    if (!(b >= -kLogitBiasLimit && b <= kLogitBiasLimit)) return bad("logit_bias value", "in [-100, 100]", b);
+  }
   return Status::ok();
 }
 
@@ -89,6 +97,9 @@ SampleResult sample_token(std::span<const float> logits, const SamplingParams& p
       if (t >= 0 && t < vocab) ++counts[t];
     for (const auto& [t, c] : counts) l[t] -= c * p.frequency_penalty + p.presence_penalty;
   }
+  // Step 3b: logit_bias.
+  for (const auto& [t, b] : p.logit_bias)
+    if (t >= 0 && t < vocab) l[t] += b;
 
   auto finish = [&](int32_t tok) {
     res.token = tok;

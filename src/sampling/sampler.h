@@ -11,6 +11,8 @@
 //      prompt + output: l[t] = l[t] > 0 ? l[t] / r : l[t] * r.
 //   3. Frequency / presence (OpenAI), over output tokens only, c = count of t:
 //      l[t] -= c * frequency_penalty + (c > 0 ? presence_penalty : 0).
+//   3b. logit_bias: l[t] += bias[t] (OpenAI; so -100 all but bans a token and
+//      +100 all but forces it, greedy or not).
 //   4. temperature == 0: token = argmax(l) (lowest id on ties). Done.
 //   5. l /= temperature.
 //   6. min-p: keep t with l[t] >= max(l) + log(min_p)  (p[t] >= min_p * p_max).
@@ -58,6 +60,9 @@ struct SamplerContext {
 
 // Maximum top logprobs a request may ask for.
 inline constexpr int kMaxTopLogprobs = 20;
+// OpenAI's logit_bias bounds: at most this many tokens, each in [-100, 100].
+inline constexpr int kMaxLogitBias = 1024;
+inline constexpr float kLogitBiasLimit = 100.f;
 
 // Checks ranges (what the engine's submit() rejects with InvalidArgument).
 Status validate_sampling_params(const SamplingParams& p);

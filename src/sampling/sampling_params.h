@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ms {
@@ -21,6 +22,9 @@ struct SamplingParams {
   std::optional<uint64_t> seed;    // per-request RNG seed; unset: random
   int logprobs = -1;               // -1: none; 0..20: chosen token logprob + that many top alternatives
   bool ignore_eos = false;
+  // OpenAI logit_bias: (token id, bias in [-100, 100]) added to the logits
+  // after the penalties; sorted by token id, one entry per token.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   bool greedy() const { return temperature <= 0.0f; }
 };

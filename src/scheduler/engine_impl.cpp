@@ -393,6 +393,13 @@ Result<std::unique_ptr<Engine>> make_engine(std::unique_ptr<Backend> backend, co
   if (opt.max_waiting < 1) return invalid_argument("max_waiting must be >= 1");
   if (opt.max_model_len < 0) return invalid_argument("max_model_len must be >= 0");
   const ModelConfig& cfg = backend->config();
+  // A longer context than the model was trained for is refused, never clamped
+  // in silence (positions past it are out of distribution, or out of range).
+  if (cfg.max_position > 0 && opt.max_model_len > cfg.max_position) {
+    return invalid_argument("max_model_len " + std::to_string(opt.max_model_len) +
+                            " exceeds the model's context length of " + std::to_string(cfg.max_position) +
+                            " tokens (max_position_embeddings in config.json)");
+  }
   int max_len = cfg.max_position > 0 ? cfg.max_position : opt.max_model_len;
   if (opt.max_model_len > 0) max_len = std::min(max_len > 0 ? max_len : opt.max_model_len, opt.max_model_len);
   if (max_len <= 0) return invalid_argument("unknown context length: set max_model_len");

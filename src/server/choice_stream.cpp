@@ -42,19 +42,28 @@ void ChoiceStream::finish(const char* reason, ChoiceDelta* d) {
 
 void ChoiceStream::prime(const std::string& text) { push_text(text, &primed_); }
 
+bool ChoiceStream::listed(int32_t token) const {
+  return options_.logprobs_special || !tokenizer_->is_special(token);
+}
+
 ChoiceDelta ChoiceStream::on_token(const TokenEvent& e) {
   ChoiceDelta d = std::move(primed_);
   primed_ = ChoiceDelta();
   if (finished_) return d;
   ++completion_tokens_;
-  d.tokens.push_back(e);
   bool hidden = std::find(options_.hidden_ids.begin(), options_.hidden_ids.end(), e.token) !=
                 options_.hidden_ids.end();
+  if (!hidden && listed(e.token)) {
+    TokenEvent shown = e;
+    std::erase_if(shown.top, [&](const TokenLogprob& t) { return !listed(t.token); });
+    d.tokens.push_back(std::move(shown));
+  }
   if (hidden) return d;
   bool stopped = false;
   std::string released = stop_.feed(detok_.push(e.token), &stopped);
   push_text(released, &d);
   if (stopped) finish("stop", &d);
+  else if (parser_ && parser_->saturated()) finish("stop", &d);  // the last allowed call is complete
   return d;
 }
 

@@ -1,5 +1,7 @@
 // One choice's output pipeline: token ids -> streaming detokenizer -> stop
-// strings -> tool-call parser -> OpenAI-style deltas. Used identically by
+// strings -> tool-call parser -> OpenAI-style deltas. A choice whose parser
+// reached its call limit (parallel_tool_calls false) ends there with
+// finish_reason "tool_calls"; control tokens never reach logprobs. Used identically by
 // streaming responses (each delta is a chunk) and non-streaming ones (deltas
 // are folded into one message), so both always agree.
 #pragma once
@@ -23,6 +25,9 @@ struct ChoiceOptions {
   ToolCallFormat tool_format = ToolCallFormat::kNone;  // kNone: output is plain content
   ParserOptions parser;
   std::vector<int32_t> hidden_ids;  // end-of-sequence ids: counted, never shown as text
+  // Special tokens (and their alternatives) appear in logprobs only when they
+  // can appear in the text: skip_special_tokens false and no tool parsing.
+  bool logprobs_special = false;
 };
 
 // What one engine event produced for the client.
@@ -30,7 +35,7 @@ struct ChoiceDelta {
   std::string content;
   std::string reasoning;
   std::vector<ToolCallDelta> tool_calls;
-  std::vector<TokenEvent> tokens;             // the tokens behind this delta (for logprobs)
+  std::vector<TokenEvent> tokens;             // the tokens behind this delta that logprobs list
   std::optional<std::string> finish_reason;   // "stop", "length", "tool_calls" once the choice ends
   std::optional<Status> error;                // the engine failed this choice
   bool has_payload() const { return !content.empty() || !reasoning.empty() || !tool_calls.empty(); }
@@ -49,11 +54,14 @@ class ChoiceStream {
   bool finished() const { return finished_; }
   int completion_tokens() const { return completion_tokens_; }
   bool made_tool_call() const { return tool_calls_ > 0; }
+  // Tool-call markup the parser dropped (malformed, not allowed, over the limit).
+  int dropped_calls() const { return parser_ ? parser_->dropped_calls() : 0; }
 
  private:
   void push_text(const std::string& text, ChoiceDelta* d);
   void append_parsed(const StreamDelta& s, ChoiceDelta* d);
   void finish(const char* reason, ChoiceDelta* d);
+  bool listed(int32_t token) const;  // shown in logprobs
 
   const Tokenizer* tokenizer_;
   ChoiceOptions options_;

@@ -4,18 +4,10 @@
 #include <random>
 
 #include "core/log.h"
+#include "server/responses_stream.h"
 
 namespace ms::server {
 namespace {
-
-std::string random_id(const char* prefix) {
-  static thread_local std::mt19937_64 rng(std::random_device{}() ^
-                                          uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()));
-  static const char kHex[] = "0123456789abcdef";
-  std::string s = prefix;
-  for (int i = 0; i < 24; ++i) s += kHex[rng() % 16];
-  return s;
-}
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -33,8 +25,15 @@ ApiError Generation::start(ServerContext& ctx, Endpoint endpoint, const Json& bo
   }
   std::shared_ptr<Generation> g(new Generation(ctx));
   g->t0_ = Clock::now();
-  ApiError err = endpoint == Endpoint::kChat ? parse_chat_request(body, ctx.limits, &g->req_)
-                                             : parse_completion_request(body, ctx.limits, &g->req_);
+  ApiError err;
+  switch (endpoint) {
+    case Endpoint::kChat: err = parse_chat_request(body, ctx.limits, &g->req_); break;
+    case Endpoint::kCompletions: err = parse_completion_request(body, ctx.limits, &g->req_); break;
+    case Endpoint::kResponses:
+      g->responses_ = std::make_unique<ResponsesRequest>();
+      err = parse_responses_request(body, ctx.limits, ctx.response_store, &g->req_, g->responses_.get());
+      break;
+  }
   if (!err.ok()) return err;
   GenRequest& r = g->req_;
   if (!r.model.empty() && r.model != ctx.model_name) {
@@ -47,7 +46,9 @@ ApiError Generation::start(ServerContext& ctx, Endpoint endpoint, const Json& bo
   if (!err.ok()) return err;
 
   const int max_len = ctx.engine->max_model_len();
-  g->meta_.id = random_id(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
+  g->meta_.id = random_item_id(endpoint == Endpoint::kResponses ? "resp_"
+                               : endpoint == Endpoint::kChat    ? "chatcmpl-"
+                                                                : "cmpl-");
   g->meta_.created = unix_now();
   g->meta_.model = ctx.model_name;
   g->meta_.usage_null = r.include_usage;
@@ -57,10 +58,15 @@ ApiError Generation::start(ServerContext& ctx, Endpoint endpoint, const Json& bo
   co.stop = r.stop;
   co.skip_special = r.skip_special_tokens;
   std::string forced;  // tool_choice required / named: the reply starts inside a call
-  if (endpoint == Endpoint::kChat && r.tool_choice.parse() && ctx.tool_format != ToolCallFormat::kNone) {
+  // With tools (even under tool_choice "none") the output is parsed, so call
+  // markup never reaches content: calls are dropped when none are allowed.
+  const bool has_tools = !r.tool_choice.tool_names.empty();
+  if (g->chat_like() && (r.tool_choice.parse() || has_tools) && ctx.tool_format != ToolCallFormat::kNone) {
     co.tool_format = ctx.tool_format;
     co.skip_special = false;  // call markers are special tokens in some vocabularies
     co.parser.allowed_names = r.tool_choice.allowed_names();
+    co.parser.calls_allowed = r.tool_choice.parse();
+    co.parser.max_calls = r.parallel_tool_calls ? 0 : 1;
     forced = forced_call_prefix(ctx.tool_format, r.tool_choice);
     co.parser.starts_in_reasoning =
         forced.empty() && prompt_opens_reasoning(ctx.tool_format, texts.empty() ? "" : texts[0]);
@@ -74,14 +80,23 @@ ApiError Generation::start(ServerContext& ctx, Endpoint endpoint, const Json& bo
     for (int id : ctx.engine->config().eos_ids) co.hidden_ids.push_back(id);
   }
   co.hidden_ids.insert(co.hidden_ids.end(), r.stop_token_ids.begin(), r.stop_token_ids.end());
+  co.logprobs_special = !r.skip_special_tokens && co.tool_format == ToolCallFormat::kNone;
+  const std::string prompt_param = endpoint == Endpoint::kChat        ? "messages"
+                                   : endpoint == Endpoint::kResponses ? "input"
+                                                                      : "prompt";
 
   std::mt19937_64 id_rng(std::random_device{}());
   for (size_t p = 0; p < prompts.size(); ++p) {
-    int max_tokens = r.max_tokens.value_or(endpoint == Endpoint::kChat
-                                               ? std::max(1, max_len - static_cast<int>(prompts[p].size()))
-                                               : 16);
-    err = check_context_length(static_cast<int>(prompts[p].size()), max_tokens, max_len, r.max_tokens.has_value());
+    // Chat-like endpoints default to all that fits, completions to 16 (OpenAI's).
+    const int prompt_len = static_cast<int>(prompts[p].size());
+    int max_tokens = 0;
+    err = fit_context(prompt_len, r.max_tokens, g->chat_like() ? max_len : 16, max_len, r.strict_max_tokens,
+                      prompt_param, r.max_tokens_param, &max_tokens);
     if (!err.ok()) return err;
+    if (r.max_tokens && max_tokens < *r.max_tokens) {
+      MS_LOG(Debug) << g->meta_.id << ": " << r.max_tokens_param << " " << *r.max_tokens << " clamped to "
+                    << max_tokens << " (prompt " << prompt_len << " of " << max_len << " tokens)";
+    }
     for (int j = 0; j < r.n; ++j) {
       ChoiceState cs;
       ChoiceOptions o = co;
@@ -91,7 +106,8 @@ ApiError Generation::start(ServerContext& ctx, Endpoint endpoint, const Json& bo
       g->choices_.push_back(std::move(cs));
     }
     Sub sub;
-    sub.prompt_tokens = static_cast<int>(prompts[p].size());
+    sub.prompt_tokens = prompt_len;
+    sub.max_tokens = max_tokens;
     if (r.echo) sub.echo = r.prompts[p].is_tokens ? ctx.tokenizer->decode(prompts[p], r.skip_special_tokens) : texts[p];
     g->subs_.push_back(std::move(sub));
   }
@@ -100,9 +116,7 @@ ApiError Generation::start(ServerContext& ctx, Endpoint endpoint, const Json& bo
     Request er;
     er.id = prompts.size() == 1 ? g->meta_.id : g->meta_.id + "-" + std::to_string(p);
     er.prompt = std::move(prompts[p]);
-    er.max_tokens = r.max_tokens.value_or(endpoint == Endpoint::kChat
-                                              ? std::max(1, max_len - static_cast<int>(er.prompt.size()))
-                                              : 16);
+    er.max_tokens = g->subs_[p].max_tokens;
     er.n = r.n;
     er.sampling = r.sampling;
     er.stop_token_ids = r.stop_token_ids;
@@ -122,18 +136,21 @@ ApiError Generation::start(ServerContext& ctx, Endpoint endpoint, const Json& bo
 
 ApiError Generation::prepare_prompts(std::vector<std::vector<int32_t>>* prompts, std::vector<std::string>* texts) {
   const Tokenizer& tok = *ctx_.tokenizer;
-  if (req_.endpoint == Endpoint::kChat) {
+  if (chat_like()) {
+    const char* param = req_.endpoint == Endpoint::kChat ? "messages" : "input";
     if (!ctx_.chat_template) {
-      return bad_request("this model has no chat template; use /v1/completions", "messages", "no_chat_template");
+      return bad_request("this model has no chat template; use /v1/completions", param, "no_chat_template");
     }
     Json context = req_.chat_template_kwargs;
     context["messages"] = req_.messages;
-    if (!req_.tools.is_null()) context["tools"] = req_.tools;
+    // tool_choice "none": the model is not shown the tools, so it does not
+    // try to call them (its output is still parsed and any call dropped).
+    if (!req_.tools.is_null() && req_.tool_choice.parse()) context["tools"] = req_.tools;
     context["add_generation_prompt"] = req_.add_generation_prompt;
     context["bos_token"] = tok.bos_token();
     context["eos_token"] = tok.eos_token();
     auto text = ctx_.chat_template->render(context);
-    if (!text.is_ok()) return bad_request("chat template error: " + text.status().message(), "messages");
+    if (!text.is_ok()) return bad_request("chat template error: " + text.status().message(), param);
     prompts->push_back(tok.encode(text.value(), /*add_special_tokens=*/false, /*parse_special=*/true));
     texts->push_back(std::move(text.value()));
   } else {
@@ -148,7 +165,10 @@ ApiError Generation::prepare_prompts(std::vector<std::vector<int32_t>>* prompts,
     }
   }
   for (const auto& p : *prompts) {
-    if (p.empty()) return bad_request("the prompt is empty after tokenization", req_.endpoint == Endpoint::kChat ? "messages" : "prompt");
+    if (p.empty()) {
+      return bad_request("the prompt is empty after tokenization",
+                         req_.endpoint == Endpoint::kChat ? "messages" : chat_like() ? "input" : "prompt");
+    }
   }
   return no_error();
 }
@@ -199,6 +219,12 @@ bool Generation::pump(const std::function<void(int, const ChoiceDelta&)>& emit) 
     cancel();  // choices ended on stop strings: free the engine's work at once
     done_ = true;
     record_finish_metrics();
+    for (const auto& c : choices_) {
+      if (c.stream->dropped_calls() > 0) {
+        MS_LOG(Info) << meta_.id << ": dropped " << c.stream->dropped_calls()
+                     << " tool-call region(s) from the output (malformed, not allowed, or over the call limit)";
+      }
+    }
   }
   return !all;
 }
@@ -224,13 +250,26 @@ Json Generation::usage() const {
   return usage_json(prompt, completion, cached_tokens_);
 }
 
+namespace {
+
+ApiError client_closed() {
+  ApiError e;
+  e.status = 499;
+  e.type = "client_closed_request";
+  e.message = "client closed the connection";
+  return e;
+}
+
+}  // namespace
+
 ApiError Generation::run_to_completion(Json* response, const std::function<bool()>& client_gone) {
+  if (responses_) return run_responses(response, nullptr, client_gone);
   auto emit = [&](int c, const ChoiceDelta& d) { choices_[c].acc.add(d); };
   while (pump(emit)) {
     if (client_gone && client_gone()) {
       cancel();
-      MS_LOG(Info) << meta_.id << ": client closed the connection; request cancelled";
-      return internal_api_error("client closed the connection");
+      MS_LOG(Info) << meta_.id << ": client closed the connection; request cancelled (499)";
+      return client_closed();
     }
   }
   if (error_) {
@@ -255,7 +294,41 @@ ApiError Generation::run_to_completion(Json* response, const std::function<bool(
   return no_error();
 }
 
+ApiError Generation::run_responses(Json* response, const std::function<bool(const std::string&)>* write,
+                                   const std::function<bool()>& client_gone) {
+  bool ok = true;
+  ResponseBuilder::Sink sink;
+  if (write) sink = [&](const Json& e) { ok = ok && (*write)(sse_typed_event(e)); };
+  ResponseBuilder b(meta_.id, meta_.created, meta_.model, *responses_, *ctx_.tokenizer, sink);
+  b.start();
+  std::string finish_reason = "stop";
+  auto emit = [&](int, const ChoiceDelta& d) {
+    if (!ok) return;
+    b.add(d);
+    if (d.finish_reason) finish_reason = *d.finish_reason;
+  };
+  while (ok && pump(emit)) {
+    if (client_gone && client_gone()) ok = false;
+  }
+  if (!ok) {
+    MS_LOG(Info) << meta_.id << ": client disconnected; cancelling" << (write ? "" : " (499)");
+    cancel();
+    return client_closed();
+  }
+  const int completion = choices_[0].stream->completion_tokens();
+  Json u = responses_usage(subs_[0].prompt_tokens, completion, cached_tokens_, b.reasoning_tokens());
+  Json r = b.finish(finish_reason, u, error_ ? "generation failed: " + error_->message() : "");
+  if (!write && error_) return internal_api_error("generation failed: " + error_->message());
+  if (responses_->store && !error_) ctx_.response_store.put(meta_.id, stored_response(r, *responses_));
+  if (response) *response = std::move(r);
+  return no_error();
+}
+
 void Generation::run_streaming(const std::function<bool(const std::string&)>& write) {
+  if (responses_) {
+    run_responses(nullptr, &write, {});
+    return;
+  }
   const bool chat = req_.endpoint == Endpoint::kChat;
   bool ok = true;
   auto send = [&](const Json& j) {

@@ -19,7 +19,9 @@
 #include "server/choice_stream.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
+#include "server/response_store.h"
 #include "server/responses.h"
+#include "server/responses_api.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ms::server {
@@ -35,6 +37,11 @@ struct ServerContext {
   ProtocolLimits limits;
   int poll_ms = 50;                     // channel wait granularity
   std::atomic<bool> shutting_down{false};
+  ResponseStore response_store;         // Responses API: stored responses (store: true)
+  // Unix time the server started: the model's `created` in /v1/models.
+  int64_t started_at = std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
 };
 
 class Generation {
@@ -47,7 +54,8 @@ class Generation {
   // Non-streaming: waits for every choice; fills the response body or returns an error.
   // `client_gone` (optional) is polled between channel waits; when it turns
   // true the request is cancelled in the engine at once (its KV freed) and
-  // the call returns an error nobody will read.
+  // the call returns an error nobody will read, with status 499 (nginx's
+  // "client closed request") so logs and metrics do not count it as a 500.
   ApiError run_to_completion(Json* response, const std::function<bool()>& client_gone = {});
   // Streaming: writes SSE events through `write`; a failed write (client gone)
   // cancels the request in the engine and returns at once.
@@ -58,6 +66,7 @@ class Generation {
   struct Sub {  // one engine request (one per completions prompt)
     std::shared_ptr<RequestChannel> channel;
     int prompt_tokens = 0;
+    int max_tokens = 0;  // fitted to the context
     std::string echo;  // completions echo prefix
   };
   struct ChoiceState {
@@ -75,9 +84,14 @@ class Generation {
   bool pump(const std::function<void(int, const ChoiceDelta&)>& emit);
   void record_finish_metrics();
   Json usage() const;
+  bool chat_like() const { return req_.endpoint != Endpoint::kCompletions; }
+  // Responses API: the reply, streamed through `write` or returned.
+  ApiError run_responses(Json* response, const std::function<bool(const std::string&)>* write,
+                         const std::function<bool()>& client_gone);
 
   ServerContext& ctx_;
   GenRequest req_;
+  std::unique_ptr<ResponsesRequest> responses_;  // kResponses only
   ResponseMeta meta_;
   std::vector<Sub> subs_;
   std::vector<ChoiceState> choices_;  // prompts x n

@@ -65,13 +65,14 @@ const std::map<std::string, std::string>& routes() {
   static const std::map<std::string, std::string> k = {
       {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
       {"/health", "GET"},               {"/metrics", "GET"},         {"/tokenize", "POST"},
-      {"/detokenize", "POST"},          {"/version", "GET"}};
+      {"/detokenize", "POST"},          {"/version", "GET"},         {"/v1/responses", "POST"}};
   return k;
 }
 
 std::string endpoint_label(const std::string& path) {
   if (routes().count(path)) return path;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  if (path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
   return "other";
 }
 
@@ -225,12 +226,28 @@ void HttpServer::install_routes() {
   };
   s.Post("/v1/chat/completions", generation(Endpoint::kChat));
   s.Post("/v1/completions", generation(Endpoint::kCompletions));
+  s.Post("/v1/responses", generation(Endpoint::kResponses));
+  // Stored responses (store: true): retrieve and delete, as OpenAI's API.
+  s.Get(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      auto r = ctx_.response_store.get(req.matches[1]);
+      if (!r) return send_error(res, not_found_error("Response with id '" + std::string(req.matches[1]) + "' not found.", "response_not_found"));
+      send_json(res, r->response);
+    });
+  });
+  s.Delete(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      std::string id = req.matches[1];
+      if (!ctx_.response_store.erase(id)) return send_error(res, not_found_error("Response with id '" + id + "' not found.", "response_not_found"));
+      send_json(res, Json{{"id", id}, {"object", "response"}, {"deleted", true}});
+    });
+  });
 
   auto model_card = [this] {
     Json m = Json::object();
     m["id"] = ctx_.model_name;
     m["object"] = "model";
-    m["created"] = 0;
+    m["created"] = ctx_.started_at;
     m["owned_by"] = "megaserve";
     m["max_model_len"] = ctx_.engine->max_model_len();
     return m;

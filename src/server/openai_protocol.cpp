@@ -3,12 +3,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
-namespace ms::server {
-namespace {
+#include "core/log.h"
+#include "sampling/sampler.h"
+#include "server/request_fields.h"
 
-const char* type_name(const Json& v) {
+namespace ms::server {
+
+const char* json_type_name(const Json& v) {
   if (v.is_null()) return "null";
   if (v.is_boolean()) return "boolean";
   if (v.is_number_integer()) return "integer";
@@ -19,19 +23,36 @@ const char* type_name(const Json& v) {
 }
 
 ApiError type_error(const std::string& param, const char* want, const Json& v) {
-  return bad_request("'" + param + "' must be " + want + ", got " + type_name(v), param, "invalid_type");
+  return bad_request("'" + param + "' must be " + want + ", got " + json_type_name(v), param, "invalid_type");
 }
 
 ApiError range_error(const std::string& param, const std::string& range, const std::string& got) {
   return bad_request("'" + param + "' must be " + range + ", got " + got, param, "invalid_value");
 }
 
-std::string num_str(double v) {
-  std::string s = Json(v).dump();
-  return s;
+ApiError unsupported_field(const std::string& param, const std::string& why) {
+  return bad_request("Unsupported parameter: '" + param + "' is not supported by this server" +
+                         (why.empty() ? "" : " (" + why + ")"),
+                     param, "unsupported_parameter");
 }
 
-// Looks up `key`; returns nullptr when absent or null (null means "default").
+ApiError check_documented_field(const std::string& key, const Json& value, const FieldReasons& ignored,
+                                const FieldReasons& null_only, bool* known) {
+  *known = true;
+  if (auto ig = ignored.find(key); ig != ignored.end()) {
+    if (!value.is_null()) {
+      MS_LOG(Debug) << "request field '" << key << "' accepted and ignored: " << ig->second;
+    }
+    return no_error();
+  }
+  if (auto no = null_only.find(key); no != null_only.end()) {
+    if (value.is_null() || (value.is_boolean() && !value.get<bool>())) return no_error();
+    return unsupported_field(key, no->second);
+  }
+  *known = false;
+  return no_error();
+}
+
 const Json* field(const Json& body, const char* key) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return nullptr;
@@ -43,6 +64,14 @@ ApiError get_bool(const Json& body, const char* key, bool* out) {
   if (!v) return no_error();
   if (!v->is_boolean()) return type_error(key, "a boolean", *v);
   *out = v->get<bool>();
+  return no_error();
+}
+
+ApiError get_string(const Json& body, const char* key, std::string* out) {
+  const Json* v = field(body, key);
+  if (!v) return no_error();
+  if (!v->is_string()) return type_error(key, "a string", *v);
+  *out = v->get<std::string>();
   return no_error();
 }
 
@@ -58,7 +87,12 @@ ApiError get_int(const Json& body, const char* key, int64_t lo, int64_t hi, std:
   return no_error();
 }
 
-// lo_open / hi_open: exclusive bounds.
+namespace {
+
+std::string num_str(double v) { return Json(v).dump(); }
+
+}  // namespace
+
 ApiError get_float(const Json& body, const char* key, double lo, double hi, bool lo_open, bool hi_open,
                    float* out) {
   const Json* v = field(body, key);
@@ -74,24 +108,21 @@ ApiError get_float(const Json& body, const char* key, double lo, double hi, bool
   return no_error();
 }
 
-#define MS_API_CHECK(expr)          \
-  do {                              \
-    ApiError ms_err_ = (expr);      \
-    if (!ms_err_.ok()) return ms_err_; \
-  } while (0)
+namespace {
 
 // Fields both endpoints accept.
 const std::set<std::string>& common_fields() {
   static const std::set<std::string> k = {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids", "n",
       "presence_penalty", "frequency_penalty", "repetition_penalty", "ignore_eos", "stream", "stream_options",
-      "user", "logprobs", "skip_special_tokens", "logit_bias", "best_of"};
+      "user", "logprobs", "skip_special_tokens", "logit_bias", "best_of", "strict_max_tokens"};
   return k;
 }
 const std::set<std::string>& chat_fields() {
   static const std::set<std::string> k = {"messages", "max_completion_tokens", "top_logprobs", "tools",
                                           "tool_choice", "parallel_tool_calls", "response_format",
-                                          "add_generation_prompt", "chat_template_kwargs"};
+                                          "add_generation_prompt", "chat_template_kwargs", "reasoning_effort",
+                                          "modalities"};
   return k;
 }
 const std::set<std::string>& completion_fields() {
@@ -99,14 +130,101 @@ const std::set<std::string>& completion_fields() {
   return k;
 }
 
-ApiError check_allowlist(const Json& body, const std::set<std::string>& extra) {
+// Documented OpenAI chat fields that change nothing this server produces:
+// accepted (type-checked), logged at debug, and ignored. The value is why.
+const FieldReasons& ignored_chat_fields() {
+  static const FieldReasons k = {
+      {"metadata", "stored-completion tags; completions are not stored"},
+      {"store", "completions are not stored"},
+      {"service_tier", "there is one tier"},
+      {"prompt_cache_key", "prefix caching is automatic"},
+      {"prompt_cache_retention", "prefix caching is automatic"},
+      {"prompt_cache_options", "prefix caching is automatic"},
+      {"safety_identifier", "abuse-detection tag"},
+      {"verbosity", "a hint for OpenAI's models; not a sampling parameter"},
+      {"prediction", "predicted outputs only speed up decoding; the output is the same"},
+  };
+  return k;
+}
+
+// Documented fields whose non-null values ask for something this server does
+// not do: null is the default and accepted, anything else is a 400 saying why.
+const FieldReasons& null_only_chat_fields() {
+  static const FieldReasons k = {
+      {"audio", "audio output is not supported"},
+      {"functions", "use 'tools'"},
+      {"function_call", "use 'tool_choice'"},
+      {"web_search_options", "web search is not supported"},
+      {"moderation", "moderation is not supported"},
+  };
+  return k;
+}
+
+ApiError check_allowlist(const Json& body, const std::set<std::string>& extra, bool chat) {
   for (auto it = body.begin(); it != body.end(); ++it) {
-    if (common_fields().count(it.key()) || extra.count(it.key())) continue;
-    return bad_request("Unsupported parameter: '" + it.key() + "' is not supported by this server", it.key(),
-                       "unsupported_parameter");
+    const std::string& k = it.key();
+    if (common_fields().count(k) || extra.count(k)) continue;
+    bool known = false;
+    if (chat) MS_API_CHECK(check_documented_field(k, *it, ignored_chat_fields(), null_only_chat_fields(), &known));
+    if (!known) return unsupported_field(k);
   }
   return no_error();
 }
+
+// Type checks of the ignored fields (a wrong type is still a client bug).
+ApiError check_ignored_types(const Json& body) {
+  static const char* kStrings[] = {"service_tier", "prompt_cache_key", "prompt_cache_retention", "safety_identifier",
+                                   "verbosity"};
+  for (const char* k : kStrings) {
+    if (const Json* v = field(body, k); v && !v->is_string()) return type_error(k, "a string", *v);
+  }
+  for (const char* k : {"metadata", "prediction", "prompt_cache_options"}) {
+    if (const Json* v = field(body, k); v && !v->is_object()) return type_error(k, "an object", *v);
+  }
+  bool store = false;
+  return get_bool(body, "store", &store);
+}
+
+}  // namespace
+
+ApiError parse_logit_bias(const Json& lb, int vocab_size, std::vector<std::pair<int32_t, float>>* out) {
+  if (!lb.is_object()) return type_error("logit_bias", "an object mapping token ids to biases", lb);
+  if (lb.size() > size_t(kMaxLogitBias)) {
+    return range_error("logit_bias", "at most " + std::to_string(kMaxLogitBias) + " tokens", std::to_string(lb.size()));
+  }
+  out->clear();
+  for (auto it = lb.begin(); it != lb.end(); ++it) {
+    const std::string& key = it.key();
+    std::string p = "logit_bias." + key;
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != key.size() || key.empty() || id < 0 || (vocab_size > 0 && id >= vocab_size)) {
+      return bad_request("'logit_bias' keys must be token ids in [0, " + std::to_string(vocab_size) + "), got '" + key + "'",
+                         "logit_bias", "invalid_value");
+    }
+    if (!it->is_number()) return type_error(p, "a number", *it);
+    double b = it->get<double>();
+    if (!std::isfinite(b) || b < -kLogitBiasLimit || b > kLogitBiasLimit) {
+      return range_error(p, "in [-100, 100]", num_str(b));
+    }
+    out->emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+  }
+  std::sort(out->begin(), out->end());
+  for (size_t i = 1; i < out->size(); ++i) {
+    if ((*out)[i].first == (*out)[i - 1].first) {
+      return bad_request("'logit_bias' names token " + std::to_string((*out)[i].first) + " twice", "logit_bias",
+                         "invalid_value");
+    }
+  }
+  return no_error();
+}
+
+namespace {
 
 ApiError parse_common(const Json& body, const ProtocolLimits& limits, GenRequest* r) {
   if (const Json* m = field(body, "model")) {
@@ -115,7 +233,10 @@ ApiError parse_common(const Json& body, const ProtocolLimits& limits, GenRequest
   }
   std::optional<int64_t> v;
   MS_API_CHECK(get_int(body, "max_tokens", 1, INT32_MAX, &v));
-  if (v) r->max_tokens = static_cast<int>(*v);
+  if (v) {
+    r->max_tokens = static_cast<int>(*v);
+    r->max_tokens_param = "max_tokens";
+  }
   SamplingParams& s = r->sampling;
   MS_API_CHECK(get_float(body, "temperature", 0, 2, false, false, &s.temperature));
   MS_API_CHECK(get_float(body, "top_p", 0, 1, true, false, &s.top_p));
@@ -138,11 +259,8 @@ ApiError parse_common(const Json& body, const ProtocolLimits& limits, GenRequest
       return bad_request("'best_of' is not supported (only best_of == n)", "best_of", "unsupported_parameter");
     }
   }
-  if (const Json* lb = field(body, "logit_bias")) {
-    if (!lb->is_object() || !lb->empty()) {
-      return bad_request("'logit_bias' is not supported", "logit_bias", "unsupported_parameter");
-    }
-  }
+  if (const Json* lb = field(body, "logit_bias")) MS_API_CHECK(parse_logit_bias(*lb, limits.vocab_size, &s.logit_bias));
+  MS_API_CHECK(get_bool(body, "strict_max_tokens", &r->strict_max_tokens));
   MS_API_CHECK(get_bool(body, "ignore_eos", &s.ignore_eos));
   MS_API_CHECK(get_bool(body, "skip_special_tokens", &r->skip_special_tokens));
   MS_API_CHECK(get_bool(body, "stream", &r->stream));
@@ -156,6 +274,10 @@ ApiError parse_common(const Json& body, const ProtocolLimits& limits, GenRequest
         if (it->is_null()) continue;
         if (!it->is_boolean()) return type_error("stream_options.include_usage", "a boolean", *it);
         r->include_usage = it->get<bool>();
+      } else if (it.key() == "include_obfuscation") {
+        // Obfuscation only pads chunks with random characters against
+        // side-channel length attacks on a remote API: never added here.
+        if (!it->is_null() && !it->is_boolean()) return type_error("stream_options.include_obfuscation", "a boolean", *it);
       } else if (it.key() == "continuous_usage_stats") {
         return bad_request("'stream_options.continuous_usage_stats' is not supported",
                            "stream_options.continuous_usage_stats", "unsupported_parameter");
@@ -218,17 +340,109 @@ ApiError normalize_content(const Json& content, const std::string& where, Json* 
     if (!part.is_object()) return type_error(p, "an object", part);
     auto type = part.find("type");
     if (type == part.end() || !type->is_string()) return bad_request("'" + p + ".type' must be a string", p + ".type");
-    if (*type != "text") {
+    // A refusal part (assistant history) is text the model wrote.
+    const char* key = *type == "text" ? "text" : *type == "refusal" ? "refusal" : nullptr;
+    if (!key) {
       return bad_request("content part type '" + type->get<std::string>() + "' is not supported (only 'text')",
                          p + ".type", "unsupported_parameter");
     }
-    auto t = part.find("text");
-    if (t == part.end() || !t->is_string()) return bad_request("'" + p + ".text' must be a string", p + ".text");
+    auto t = part.find(key);
+    if (t == part.end() || !t->is_string()) {
+      return bad_request("'" + p + "." + key + "' must be a string", p + "." + key);
+    }
     text += t->get<std::string>();
   }
   *out = text;
   return no_error();
 }
+
+ApiError parse_messages(const Json& body, GenRequest* r) {
+  const Json* msgs = field(body, "messages");
+  if (!msgs) return bad_request("'messages' is required", "messages", "missing_required_parameter");
+  if (!msgs->is_array()) return type_error("messages", "an array", *msgs);
+  if (msgs->empty()) return bad_request("'messages' must not be empty", "messages", "invalid_value");
+  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
+  // What clients send back from an earlier response: reasoning under either
+  // name (vLLM / DeepSeek "reasoning_content", OpenRouter / newer vLLM
+  // "reasoning"), and the null or empty audio / function_call / annotations
+  // of a message object returned as is.
+  static const std::set<std::string> kKeys = {"role",    "content",           "name",      "tool_calls",   "tool_call_id",
+                                              "refusal", "reasoning_content", "reasoning", "function_call", "audio",
+                                              "annotations"};
+  r->messages = Json::array();
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const Json& m = (*msgs)[i];
+    std::string p = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return type_error(p, "an object", m);
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      if (!kKeys.count(it.key())) {
+        return bad_request("Unsupported parameter: '" + p + "." + it.key() + "'", p + "." + it.key(),
+                           "unsupported_parameter");
+      }
+    }
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) return bad_request("'" + p + ".role' must be a string", p + ".role");
+    std::string rs = role->get<std::string>();
+    if (!kRoles.count(rs)) {
+      return bad_request("'" + p + ".role' must be one of system, developer, user, assistant, tool; got '" + rs + "'",
+                         p + ".role", "invalid_value");
+    }
+    Json out = Json::object();
+    out["role"] = rs == "developer" ? "system" : rs;
+    Json content = nullptr;
+    if (auto c = m.find("content"); c != m.end()) MS_API_CHECK(normalize_content(*c, p + ".content", &content));
+    if (auto a = m.find("audio"); a != m.end() && !a->is_null()) {
+      return unsupported_field(p + ".audio", "audio is not supported");
+    }
+    if (auto a = m.find("annotations"); a != m.end() && !a->is_null() && !a->is_array()) {
+      return type_error(p + ".annotations", "an array", *a);
+    }
+    // The legacy function_call of an assistant message is one tool call.
+    Json legacy_calls = Json(nullptr);
+    if (auto fc = m.find("function_call"); fc != m.end() && !fc->is_null()) {
+      if (rs != "assistant") return bad_request("'" + p + ".function_call' is only allowed on assistant messages", p + ".function_call");
+      legacy_calls = Json::array({Json{{"type", "function"}, {"function", *fc}}});
+    }
+    bool has_calls = false;
+    auto tc = m.find("tool_calls");
+    const Json* calls_in = tc != m.end() && !tc->is_null() ? &*tc : legacy_calls.is_null() ? nullptr : &legacy_calls;
+    if (calls_in) {
+      if (rs != "assistant") return bad_request("'" + p + ".tool_calls' is only allowed on assistant messages", p + ".tool_calls");
+      Json calls;
+      MS_API_CHECK(normalize_tool_calls(*calls_in, p + (calls_in == &legacy_calls ? ".function_call" : ".tool_calls"), &calls));
+      has_calls = !calls.empty();
+      out["content"] = content.is_null() ? Json("") : content;
+      if (has_calls) out["tool_calls"] = calls;
+    } else {
+      if (content.is_null() && rs != "assistant") {
+        return bad_request("'" + p + ".content' is required", p + ".content", "missing_required_parameter");
+      }
+      out["content"] = content.is_null() ? Json("") : content;
+    }
+    if (auto id = m.find("tool_call_id"); id != m.end() && !id->is_null()) {
+      if (!id->is_string()) return type_error(p + ".tool_call_id", "a string", *id);
+      out["tool_call_id"] = *id;
+    } else if (rs == "tool") {
+      return bad_request("'" + p + ".tool_call_id' is required for tool messages", p + ".tool_call_id",
+                         "missing_required_parameter");
+    }
+    if (auto n = m.find("name"); n != m.end() && !n->is_null()) {
+      if (!n->is_string()) return type_error(p + ".name", "a string", *n);
+      out["name"] = *n;
+    }
+    for (const char* rk : {"reasoning_content", "reasoning"}) {
+      auto rc = m.find(rk);
+      if (rc == m.end() || rc->is_null()) continue;
+      if (!rc->is_string()) return type_error(p + "." + rk, "a string", *rc);
+      if (rs != "assistant") return bad_request("'" + p + "." + rk + "' is only allowed on assistant messages", p + "." + rk);
+      if (!out.contains("reasoning_content")) out["reasoning_content"] = *rc;
+    }
+    r->messages.push_back(std::move(out));
+  }
+  return no_error();
+}
+
+}  // namespace
 
 ApiError normalize_tool_calls(const Json& calls, const std::string& where, Json* out) {
   if (!calls.is_array()) return type_error(where, "an array", calls);
@@ -266,77 +480,27 @@ ApiError normalize_tool_calls(const Json& calls, const std::string& where, Json*
   return no_error();
 }
 
-ApiError parse_messages(const Json& body, GenRequest* r) {
-  const Json* msgs = field(body, "messages");
-  if (!msgs) return bad_request("'messages' is required", "messages", "missing_required_parameter");
-  if (!msgs->is_array()) return type_error("messages", "an array", *msgs);
-  if (msgs->empty()) return bad_request("'messages' must not be empty", "messages", "invalid_value");
-  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
-  static const std::set<std::string> kKeys = {"role", "content", "name", "tool_calls", "tool_call_id",
-                                              "refusal", "reasoning_content"};
-  r->messages = Json::array();
-  for (size_t i = 0; i < msgs->size(); ++i) {
-    const Json& m = (*msgs)[i];
-    std::string p = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return type_error(p, "an object", m);
-    for (auto it = m.begin(); it != m.end(); ++it) {
-      if (!kKeys.count(it.key())) {
-        return bad_request("Unsupported parameter: '" + p + "." + it.key() + "'", p + "." + it.key(),
-                           "unsupported_parameter");
-      }
-    }
-    auto role = m.find("role");
-    if (role == m.end() || !role->is_string()) return bad_request("'" + p + ".role' must be a string", p + ".role");
-    std::string rs = role->get<std::string>();
-    if (!kRoles.count(rs)) {
-      return bad_request("'" + p + ".role' must be one of system, developer, user, assistant, tool; got '" + rs + "'",
-                         p + ".role", "invalid_value");
-    }
-    Json out = Json::object();
-    out["role"] = rs == "developer" ? "system" : rs;
-    Json content = nullptr;
-    if (auto c = m.find("content"); c != m.end()) MS_API_CHECK(normalize_content(*c, p + ".content", &content));
-    bool has_calls = false;
-    if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null()) {
-      if (rs != "assistant") return bad_request("'" + p + ".tool_calls' is only allowed on assistant messages", p + ".tool_calls");
-      Json calls;
-      MS_API_CHECK(normalize_tool_calls(*tc, p + ".tool_calls", &calls));
-      has_calls = !calls.empty();
-      out["content"] = content.is_null() ? Json("") : content;
-      if (has_calls) out["tool_calls"] = calls;
-    } else {
-      if (content.is_null() && rs != "assistant") {
-        return bad_request("'" + p + ".content' is required", p + ".content", "missing_required_parameter");
-      }
-      out["content"] = content.is_null() ? Json("") : content;
-    }
-    if (auto id = m.find("tool_call_id"); id != m.end() && !id->is_null()) {
-      if (!id->is_string()) return type_error(p + ".tool_call_id", "a string", *id);
-      out["tool_call_id"] = *id;
-    } else if (rs == "tool") {
-      return bad_request("'" + p + ".tool_call_id' is required for tool messages", p + ".tool_call_id",
-                         "missing_required_parameter");
-    }
-    if (auto n = m.find("name"); n != m.end() && !n->is_null()) {
-      if (!n->is_string()) return type_error(p + ".name", "a string", *n);
-      out["name"] = *n;
-    }
-    if (auto rc = m.find("reasoning_content"); rc != m.end() && rc->is_string()) out["reasoning_content"] = *rc;
-    r->messages.push_back(std::move(out));
+ApiError parse_response_format(const Json& rf, const std::string& param, GenRequest* r) {
+  (void)r;
+  auto t = rf.is_object() ? rf.find("type") : rf.end();
+  if (!rf.is_object() || t == rf.end() || *t != "text") {
+    return bad_request("'" + param + "' is not supported (only {\"type\": \"text\"})", param, "unsupported_parameter");
   }
   return no_error();
 }
 
-}  // namespace
-
 ApiError parse_chat_request(const Json& body, const ProtocolLimits& limits, GenRequest* r) {
   if (!body.is_object()) return bad_request("the request body must be a JSON object", "", "invalid_type");
   r->endpoint = Endpoint::kChat;
-  MS_API_CHECK(check_allowlist(body, chat_fields()));
+  MS_API_CHECK(check_allowlist(body, chat_fields(), true));
+  MS_API_CHECK(check_ignored_types(body));
   MS_API_CHECK(parse_common(body, limits, r));
   std::optional<int64_t> v;
   MS_API_CHECK(get_int(body, "max_completion_tokens", 1, INT32_MAX, &v));
-  if (v) r->max_tokens = static_cast<int>(*v);
+  if (v) {
+    r->max_tokens = static_cast<int>(*v);
+    r->max_tokens_param = "max_completion_tokens";
+  }
   bool lp = false;
   MS_API_CHECK(get_bool(body, "logprobs", &lp));
   v.reset();
@@ -350,18 +514,23 @@ ApiError parse_chat_request(const Json& body, const ProtocolLimits& limits, GenR
     if (!kw->is_object()) return type_error("chat_template_kwargs", "an object", *kw);
     r->chat_template_kwargs = *kw;
   }
-  if (const Json* rf = field(body, "response_format")) {
-    auto t = rf->is_object() ? rf->find("type") : rf->end();
-    if (!rf->is_object() || t == rf->end() || *t != "text") {
-      return bad_request("'response_format' is not supported (only {\"type\": \"text\"})", "response_format",
-                         "unsupported_parameter");
+  if (const Json* rf = field(body, "response_format")) MS_API_CHECK(parse_response_format(*rf, "response_format", r));
+  MS_API_CHECK(get_bool(body, "parallel_tool_calls", &r->parallel_tool_calls));
+  // Templates that know it (gpt-oss and others) read it, as in vLLM.
+  if (const Json* re = field(body, "reasoning_effort")) {
+    if (!re->is_string()) return type_error("reasoning_effort", "a string", *re);
+    if (!r->chat_template_kwargs.contains("reasoning_effort")) r->chat_template_kwargs["reasoning_effort"] = *re;
+  }
+  if (const Json* mod = field(body, "modalities")) {
+    if (!mod->is_array()) return type_error("modalities", "an array of strings", *mod);
+    for (const Json& m : *mod) {
+      if (m != "text") return unsupported_field("modalities", "only [\"text\"] output");
     }
   }
-  if (const Json* ptc = field(body, "parallel_tool_calls")) {
-    if (!ptc->is_boolean()) return type_error("parallel_tool_calls", "a boolean", *ptc);
-  }
-  const Json* tools = field(body, "tools");
-  const Json* choice = field(body, "tool_choice");
+  return set_tools(field(body, "tools"), field(body, "tool_choice"), r);
+}
+
+ApiError set_tools(const Json* tools, const Json* choice, GenRequest* r) {
   r->tools = tools ? *tools : Json(nullptr);
   nlohmann::json tools_j = tools ? nlohmann::json::parse(tools->dump()) : nlohmann::json(nullptr);
   nlohmann::json choice_j = choice ? nlohmann::json::parse(choice->dump()) : nlohmann::json(nullptr);
@@ -378,7 +547,7 @@ ApiError parse_chat_request(const Json& body, const ProtocolLimits& limits, GenR
 ApiError parse_completion_request(const Json& body, const ProtocolLimits& limits, GenRequest* r) {
   if (!body.is_object()) return bad_request("the request body must be a JSON object", "", "invalid_type");
   r->endpoint = Endpoint::kCompletions;
-  MS_API_CHECK(check_allowlist(body, completion_fields()));
+  MS_API_CHECK(check_allowlist(body, completion_fields(), false));
   MS_API_CHECK(parse_common(body, limits, r));
   std::optional<int64_t> v;
   MS_API_CHECK(get_int(body, "logprobs", 0, limits.max_logprobs, &v));
@@ -439,15 +608,20 @@ ApiError parse_completion_request(const Json& body, const ProtocolLimits& limits
   return no_error();
 }
 
-ApiError check_context_length(int prompt_tokens, int max_tokens, int max_model_len, bool max_tokens_given) {
-  if (prompt_tokens >= max_model_len || prompt_tokens + max_tokens > max_model_len) {
+ApiError fit_context(int prompt_tokens, std::optional<int> requested, int fallback, int max_model_len, bool strict,
+                     const std::string& prompt_param, const std::string& max_tokens_param, int* max_tokens) {
+  const int wanted = requested.value_or(fallback);
+  auto too_long = [&](const std::string& param) {
     std::string msg = "This model's maximum context length is " + std::to_string(max_model_len) +
-                      " tokens. However, you requested " + std::to_string(prompt_tokens + max_tokens) +
-                      " tokens (" + std::to_string(prompt_tokens) + " in the messages, " +
-                      std::to_string(max_tokens) + " in the completion). Please reduce the length of the "
-                      "messages or completion.";
-    return bad_request(msg, max_tokens_given ? "max_tokens" : "messages", "context_length_exceeded");
-  }
+                      " tokens. However, you requested " + std::to_string(int64_t(prompt_tokens) + wanted) +
+                      " tokens (" + std::to_string(prompt_tokens) + " in the messages, " + std::to_string(wanted) +
+                      " in the completion). Please reduce the length of the messages or completion.";
+    return bad_request(msg, param, "context_length_exceeded");
+  };
+  if (prompt_tokens >= max_model_len) return too_long(prompt_param);
+  const int room = max_model_len - prompt_tokens;
+  if (wanted > room && requested && strict) return too_long(max_tokens_param);
+  *max_tokens = std::min(wanted, room);
   return no_error();
 }
 

@@ -39,6 +39,18 @@ inline ParserOptions allow(std::vector<std::string> names) {
   return o;
 }
 
+inline ParserOptions at_most(int calls, std::vector<std::string> names = {}) {
+  ParserOptions o = allow(std::move(names));
+  o.max_calls = calls;
+  return o;
+}
+
+inline ParserOptions no_calls() {
+  ParserOptions o;
+  o.calls_allowed = false;
+  return o;
+}
+
 inline ParserOptions in_reasoning() {
   ParserOptions o;
   o.starts_in_reasoning = true;
@@ -93,35 +105,46 @@ inline std::vector<Case> all_cases() {
        "<think>\nI should call the tool.\n</think>", {{"f", R"({"q":"x"})"}}},
       {"hermes_marker_lookalikes", F::kHermes, "Use <tool> or <tool_cal, a << b, <<tool_call and x < y.\n",
        "Use <tool> or <tool_cal, a << b, <<tool_call and x < y.\n", {}},
-      {"hermes_malformed_not_json", F::kHermes, "Hi <tool_call>\nnot json\n</tool_call> bye",
-       "Hi <tool_call>\nnot json\n</tool_call> bye", {}},
-      {"hermes_malformed_no_name", F::kHermes, "<tool_call>\n{\"arguments\": {\"a\": 1}}\n</tool_call>",
-       "<tool_call>\n{\"arguments\": {\"a\": 1}}\n</tool_call>", {}},
-      {"hermes_malformed_name_not_string", F::kHermes, "<tool_call>{\"name\": 3, \"arguments\": {}}</tool_call>",
-       "<tool_call>{\"name\": 3, \"arguments\": {}}</tool_call>", {}},
-      {"hermes_malformed_arguments_not_object", F::kHermes, "<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call>",
-       "<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call>", {}},
-      {"hermes_malformed_stringified_not_object", F::kHermes,
-       "<tool_call>{\"name\": \"f\", \"arguments\": \"[1]\"}</tool_call>",
-       "<tool_call>{\"name\": \"f\", \"arguments\": \"[1]\"}</tool_call>", {}},
+      // Malformed markup is dropped, never shown as content; the text around
+      // it keeps one gap.
+      {"hermes_malformed_not_json_dropped", F::kHermes, "Hi <tool_call>\nnot json\n</tool_call> bye", "Hi bye", {}},
+      {"hermes_malformed_no_name_dropped", F::kHermes, "<tool_call>\n{\"arguments\": {\"a\": 1}}\n</tool_call>", "", {}},
+      {"hermes_malformed_name_not_string_dropped", F::kHermes, "<tool_call>{\"name\": 3, \"arguments\": {}}</tool_call>",
+       "", {}},
+      {"hermes_malformed_arguments_not_object_dropped", F::kHermes,
+       "<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call>", "", {}},
+      {"hermes_malformed_stringified_not_object_dropped", F::kHermes,
+       "<tool_call>{\"name\": \"f\", \"arguments\": \"[1]\"}</tool_call>", "", {}},
+      {"hermes_malformed_then_text_no_closer_dropped", F::kHermes, "Ok.\n<tool_call>\nI will not call.", "Ok.", {}},
+      {"hermes_stray_closer_stripped", F::kHermes, "Done.</tool_call>\n", "Done.", {}},
       {"hermes_stringified_arguments", F::kHermes,
        "<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": \\\"x y\\\", \\\"b\\\": [1, 2]}\"}\n</tool_call>", "",
        {{"f", R"({"a":"x y","b":[1,2]})"}}},
-      {"hermes_truncated_before_name", F::kHermes, "Sure.\n<tool_call>\n{\"na", "Sure.\n<tool_call>\n{\"na", {}},
+      {"hermes_truncated_before_name_dropped", F::kHermes, "Sure.\n<tool_call>\n{\"na", "Sure.", {}},
       {"hermes_truncated_arguments", F::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"hel", "",
        {{"f", R"({"a":"hel)"}}},
       // After the announcement a syntax error cannot be taken back: the call
-      // keeps what was streamed, the rest is content.
+      // keeps what was streamed, the rest of its region is dropped.
       {"hermes_syntax_error_after_announcement", F::kHermes,
-       "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1,, \"b\": 2}}</tool_call>",
-       ", \"b\": 2}}</tool_call>", {{"f", R"({"a":1,)"}}},
+       "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1,, \"b\": 2}}</tool_call> ok", "ok",
+       {{"f", R"({"a":1,)"}}},
       {"hermes_valid_then_malformed", F::kHermes,
-       "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n<tool_call>\noops\n</tool_call>",
-       "<tool_call>\noops\n</tool_call>", {{"f", "{}"}}},
+       "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n<tool_call>\noops\n</tool_call>", "",
+       {{"f", "{}"}}},
       {"hermes_malformed_then_valid", F::kHermes,
-       "<tool_call><tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>", "<tool_call>", {{"f", "{}"}}},
-      {"hermes_unknown_name_is_content", F::kHermes, "<tool_call>{\"name\": \"rm\", \"arguments\": {}}</tool_call>",
-       "<tool_call>{\"name\": \"rm\", \"arguments\": {}}</tool_call>", {}, "", allow({"f"})},
+       "<tool_call><tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>", "", {{"f", "{}"}}},
+      {"hermes_unknown_name_dropped", F::kHermes, "<tool_call>{\"name\": \"rm\", \"arguments\": {}}</tool_call>", "", {},
+       "", allow({"f"})},
+      {"hermes_unknown_name_skipped_next_kept", F::kHermes,
+       "<tool_call>{\"name\": \"rm\", \"arguments\": {\"p\": \"/\"}}</tool_call>\n"
+       "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>",
+       "", {{"f", R"({"a":1})"}}, "", allow({"f"})},
+      {"hermes_max_one_call", F::kHermes,
+       "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>\n"
+       "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 2}}</tool_call> more text",
+       "", {{"f", R"({"a":1})"}}, "", at_most(1)},
+      {"hermes_no_calls_allowed", F::kHermes,
+       "Let me see. <tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>", "Let me see.", {}, "", no_calls()},
       {"hermes_plain_text_keeps_whitespace", F::kHermes, "  Hello,\n\nworld!\n", "  Hello,\n\nworld!\n", {}},
       // ---------------------------------------------------------------- Cohere
       {"cohere_plan_and_two_actions", F::kCohere,
@@ -146,13 +169,31 @@ inline std::vector<Case> all_cases() {
        {{"f", R"({"a":[1]})"}}},
       {"cohere_missing_object_brace", F::kCohere,
        "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"f\", \"parameters\": {}]<|END_ACTION|>", "", {{"f", "{}"}}},
-      {"cohere_malformed_action", F::kCohere, "<|START_ACTION|>[not json]<|END_ACTION|>", "<|START_ACTION|>[not json]", {}},
-      {"cohere_malformed_no_tool_name", F::kCohere,
-       "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"parameters\": {}}]<|END_ACTION|>",
-       "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"parameters\": {}}]", {}},
+      {"cohere_malformed_action_dropped", F::kCohere, "<|START_ACTION|>[not json]<|END_ACTION|>", "", {}},
+      {"cohere_malformed_no_tool_name_dropped", F::kCohere,
+       "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"parameters\": {}}]<|END_ACTION|>", "", {}},
       {"cohere_valid_then_malformed_element", F::kCohere,
        "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"f\", \"parameters\": {}}, {\"x\": 1}]<|END_ACTION|>",
-       "{\"x\": 1}]", {{"f", "{}"}}},
+       "", {{"f", "{}"}}},
+      {"cohere_missing_comma_dropped", F::kCohere,
+       "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"f\", \"parameters\": {}} {\"tool_call_id\": \"1\"}]"
+       "<|END_ACTION|>",
+       "", {{"f", "{}"}}},
+      {"cohere_cut_off_before_name_dropped", F::kCohere,
+       "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_na", "", {}},
+      {"cohere_unknown_between_known", F::kCohere,
+       "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"f\", \"parameters\": {\"a\": 1}},"
+       " {\"tool_call_id\": \"1\", \"tool_name\": \"rm\", \"parameters\": {\"a\": [\"}\"]}},"
+       " {\"tool_call_id\": \"2\", \"tool_name\": \"f\", \"parameters\": {\"a\": 3}}]<|END_ACTION|>",
+       "", {{"f", R"({"a":1})"}, {"f", R"({"a":3})"}}, "", allow({"f"})},
+      {"cohere_max_one_call", F::kCohere,
+       "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"f\", \"parameters\": {}},"
+       " {\"tool_call_id\": \"1\", \"tool_name\": \"g\", \"parameters\": {}}]<|END_ACTION|>",
+       "", {{"f", "{}"}}, "", at_most(1)},
+      {"cohere_no_calls_allowed_then_response", F::kCohere,
+       "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"f\", \"parameters\": {}}]<|END_ACTION|>"
+       "<|START_RESPONSE|>Paris.<|END_RESPONSE|>",
+       "Paris.", {}, "", no_calls()},
       {"cohere_plain_text_no_markers", F::kCohere, "Just text.", "Just text.", {}},
       // ---------------------------------------------------------------- Llama 3 JSON
       {"llama3_single", F::kLlama3Json, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"San Francisco\"}}", "",
@@ -167,8 +208,9 @@ inline std::vector<Case> all_cases() {
       {"llama3_json_answer_is_content", F::kLlama3Json, "{\"name\": \"John\", \"age\": 30}", "{\"name\": \"John\", \"age\": 30}",
        {}},
       {"llama3_plain_text", F::kLlama3Json, "The answer is {42}.", "The answer is {42}.", {}},
-      {"llama3_builtin_python_call_is_content", F::kLlama3Json, "<|python_tag|>brave_search.call(query=\"x\")",
-       "<|python_tag|>brave_search.call(query=\"x\")", {}},
+      {"llama3_builtin_python_call_dropped", F::kLlama3Json, "<|python_tag|>brave_search.call(query=\"x\")", "", {}},
+      {"llama3_no_calls_bare_json_is_content", F::kLlama3Json, "{\"name\": \"f\", \"parameters\": {}}",
+       "{\"name\": \"f\", \"parameters\": {}}", {}, "", no_calls()},
       {"llama3_unknown_name_is_content", F::kLlama3Json, "{\"name\": \"John\", \"parameters\": {}}",
        "{\"name\": \"John\", \"parameters\": {}}", {}, "", allow({"get_weather"})},
       {"llama3_truncated_name", F::kLlama3Json, "{\"name\": \"get_wea", "{\"name\": \"get_wea", {}},

@@ -199,7 +199,7 @@ TEST(ToolCallStream, Utf8SplitInsideACharacterIsHeld) {
   EXPECT_EQ(p.finish().content, "\xE2\x82");
 }
 
-TEST(ToolCallStream, GarbageNeverCrashesAndLosesNothingOutsideCalls) {
+TEST(ToolCallStream, GarbageNeverCrashesAndLosesNothingOutsideMarkup) {
   std::mt19937 rng(7);
   const std::string alphabet = "{}[]\":,; \n\\u0<>|/_tool_callnameargumentsSTART_ACTIONpython_tag";
   for (auto format : {ToolCallFormat::kHermes, ToolCallFormat::kCohere, ToolCallFormat::kLlama3Json}) {
@@ -220,8 +220,9 @@ TEST(ToolCallStream, GarbageNeverCrashesAndLosesNothingOutsideCalls) {
           return r;
         };
         std::string stripped = strip(text);
+        // Markers are stripped, and markup regions they open are dropped.
         for (const char* m : {"<|START_ACTION|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|END_ACTION|>", "<|START_THINKING|>",
-                              "<|END_THINKING|>"}) {
+                              "<|END_THINKING|>", "<tool_call>", "</tool_call>", "<|python_tag|>"}) {
           if (text.find(m) != std::string::npos) stripped.clear();
         }
         if (!stripped.empty()) {

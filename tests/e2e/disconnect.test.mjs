@@ -40,6 +40,12 @@ for (const stream of [false, true]) {
     }, 3000);
     assert.ok(freed, 'KV blocks must be freed within 3 s of the disconnect');
     assert.ok(Date.now() - t0 < 3000);
+    // A non-streamed request's abort is a 499 (client closed request), not a 500.
+    if (!stream) {
+      const m = await metrics(srv.url);
+      assert.match(m.text, /megaserve_http_requests_total\{endpoint="\/v1\/completions",status="499"\} 1/);
+      assert.doesNotMatch(m.text, /status="500"/);
+    }
     // The server keeps serving.
     const r = await srv.client.completions.create({ model: MODEL, prompt: 'The capital of Norway is', max_tokens: 4 });
     assert.equal(r.choices.length, 1);

@@ -51,17 +51,18 @@ describe('validation errors', () => {
   });
   test('unsupported parameters are 400 naming them, never ignored', async () => {
     await expect400(chat({ frobnicate: 1 }), 'frobnicate');
-    await expect400(chat({ logit_bias: { 5: 10 } }), 'logit_bias');
+    await expect400(chat({ logit_bias: { 5: 101 } }), 'logit_bias.5');
     await expect400(chat({ response_format: { type: 'json_object' } }), 'response_format');
     await expect400({ model: MODEL, prompt: 'x', messages: [] }, 'messages', '/v1/completions');
   });
-  test('prompt + max_tokens over the context is 400 with the numbers', async () => {
-    const e = await expect400(chat({ max_tokens: 100000 }), 'max_tokens');
+  test('prompt + max_tokens over the context with strict_max_tokens is 400 with the numbers', async () => {
+    const e = await expect400(chat({ max_tokens: 100000, strict_max_tokens: true }), 'max_tokens');
     assert.match(e.message, /maximum context length is \d+ tokens/);
     assert.match(e.message, /100000 in the completion/);
     const long = 'word '.repeat(9000);
     const e2 = await postJson(srv.url, '/v1/completions', { model: MODEL, prompt: long, max_tokens: 1 });
     assert.equal(e2.status, 400);
+    assert.equal(e2.json.error.param, 'prompt');
     assert.match(e2.json.error.message, /maximum context length/);
   });
   test('unknown model is 404', async () => {

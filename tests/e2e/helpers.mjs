@@ -77,3 +77,26 @@ export function isApiError(json) {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// The demo model's two trained tools, in the chat and the Responses shapes.
+export const calculatorParams = {
+  type: 'object', properties: { expression: { type: 'string', description: 'for example 12 * 7' } }, required: ['expression'],
+};
+export const weatherParams = { type: 'object', properties: { city: { type: 'string', description: 'city name' } }, required: ['city'] };
+export const chatTools = [
+  { type: 'function', function: { name: 'calculator', description: 'Evaluate an arithmetic expression and return the result.', parameters: calculatorParams } },
+  { type: 'function', function: { name: 'get_weather', description: 'Get the current weather in a city.', parameters: weatherParams } },
+];
+export const responsesTools = chatTools.map((t) => ({ type: 'function', ...t.function }));
+
+// Evaluates "a op b" (what the demo model asks its calculator).
+export function calculate(expression) {
+  const m = /^\s*(-?\d+(?:\.\d+)?)\s*([-+*/])\s*(-?\d+(?:\.\d+)?)\s*$/.exec(String(expression));
+  if (!m) return `error: cannot evaluate ${expression}`;
+  const a = Number(m[1]), b = Number(m[3]);
+  return String(m[2] === '+' ? a + b : m[2] === '-' ? a - b : m[2] === '*' ? a * b : a / b);
+}
+
+// Tool-call markup of any supported format; content must never match it.
+export const MARKUP = /<\|START_ACTION\|>|<\|END_ACTION\|>|"tool_call_id"|"tool_name"|<tool_call>|<\|python_tag\|>/;
+export const CONTROL_TOKEN = /^<\|[A-Z_]+\|>$/;

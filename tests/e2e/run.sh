@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end tests of `megaserve serve` with the official openai npm client.
+# End-to-end tests of `megaserve serve` with real npm clients (openai, the AI SDK,
+# LangChain, OpenCode; versions pinned in package.json + package-lock.json).
 #   MEGASERVE_BIN=build/megaserve tests/e2e/run.sh [test files...]
 # MEGASERVE_BIN: the megaserve binary (built beforehand; this script builds nothing).
 # MEGASERVE_E2E_MODEL: checkpoint dir with tokenizer.json and a chat template
@@ -27,7 +28,13 @@ cd "$here"
 stamp=node_modules/.megaserve-lock.sha256
 want="$(sha256sum package-lock.json | cut -d' ' -f1)"
 if [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
-  npm ci --no-audit --no-fund --loglevel=error
+  # `npm install --no-save` installs exactly the lock's versions (integrity
+  # checked) without rewriting it. Not `npm ci`: it refuses a lock that lacks
+  # entries for opencode-ai's optional per-platform binaries, and the npm
+  # mirror reachable here serves only the Linux ones (the others 404), so the
+  # lock cannot list them.
+  rm -rf node_modules
+  npm install --no-save --no-audit --no-fund --loglevel=error
   echo "$want" > "$stamp"
 fi
 

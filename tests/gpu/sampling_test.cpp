@@ -3,7 +3,7 @@
 // vocabulary sizes, half of them rounded to bf16 so that ties are common, for
 // every parameter family: greedy (identical tokens required), temperature,
 // top-k, top-p, min-p, all together, penalties over prompt / output
-// histories, logprobs 0..20 (within 1e-4). Sampled tokens must agree on
+// histories, logit_bias (alone and merged with penalties), logprobs 0..20 (within 1e-4). Sampled tokens must agree on
 // >= 99% of (row, seed) draws; the count is printed. Then: the RNG bit for
 // bit, seed determinism, and GpuBackend::step_sample against step() +
 // sample_token on a fixture model.
@@ -50,6 +50,13 @@ SamplingParams penalised(SamplingParams p, float rep, float freq, float pres) {
   return p;
 }
 
+// Biases on tokens below the smallest vocabulary tested (512): a ban, a
+// large push that often wins, and small pushes either way.
+SamplingParams biased(SamplingParams p) {
+  p.logit_bias = {{3, -100.f}, {17, 2.5f}, {200, -1.5f}, {333, 6.f}, {511, 8.f}};
+  return p;
+}
+
 std::vector<ParamCase> param_cases() {
   return {
       {"greedy", params(0.f)},
@@ -65,6 +72,8 @@ std::vector<ParamCase> param_cases() {
       {"penalties", penalised(params(1.f), 1.5f, 1.f, -0.5f)},
       {"lp0", params(1.f, 0, 1.f, 0.f, 0)},
       {"lp20_top_p", params(1.2f, 0, 0.95f, 0.f, 20)},
+      {"logit_bias_greedy", biased(params(0.f, 0, 1.f, 0.f, 3))},
+      {"logit_bias_penalties", biased(penalised(params(0.9f, 0, 0.9f), 1.2f, 0.3f, 0.2f))},
   };
 }
 

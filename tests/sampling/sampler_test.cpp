@@ -80,6 +80,40 @@ TEST(Sampler, FrequencyAndPresencePenaltiesCountOutputOnly) {
   EXPECT_EQ(sample_token(kLogits, p, c).token, 4);
 }
 
+TEST(Sampler, LogitBiasShiftsAfterPenaltiesGreedyAndSampled) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.logit_bias = {{1, -100.f}};  // ban the argmax: the runner-up wins
+  EXPECT_EQ(sample_token(kLogits, p, ctx()).token, 4);
+  p.logit_bias = {{5, 100.f}};  // force the least likely token
+  EXPECT_EQ(sample_token(kLogits, p, ctx()).token, 5);
+  p.logit_bias = {{0, 1.5f}, {4, 0.05f}};  // 2.9 + 0.05 < 3: token 1 still wins
+  EXPECT_EQ(sample_token(kLogits, p, ctx()).token, 1);
+  p.logit_bias = {{4, 0.2f}};
+  EXPECT_EQ(sample_token(kLogits, p, ctx()).token, 4);
+  // Applied after the penalties: penalised token 1 (3 - 2 = 1) plus 1.95 is 2.95 > 2.9.
+  p.presence_penalty = 2.f;
+  p.logit_bias = {{1, 1.95f}};
+  std::vector<int32_t> output = {1};
+  SamplerContext c = ctx();
+  c.output = output;
+  EXPECT_EQ(sample_token(kLogits, p, c).token, 1);
+  // Sampling: a banned token never comes up; logprobs stay the raw ones.
+  SamplingParams s;
+  s.logit_bias = {{1, -100.f}, {4, -100.f}};
+  s.logprobs = 1;
+  auto h = histogram(kLogits, s, 2000);
+  EXPECT_EQ(h.count(1), 0u);
+  EXPECT_EQ(h.count(4), 0u);
+  SampleResult r = sample_token(kLogits, s, ctx());
+  EXPECT_EQ(r.top[0].token, 1);
+  // Out-of-vocabulary ids are ignored by the sampler (the server rejects them).
+  p = SamplingParams();
+  p.temperature = 0;
+  p.logit_bias = {{100000, 100.f}};
+  EXPECT_EQ(sample_token(kLogits, p, ctx()).token, 1);
+}
+
 TEST(Sampler, TopKTopPMinPRestrictTheSupport) {
   SamplingParams p;
   p.temperature = 1.0f;
@@ -201,6 +235,15 @@ TEST(Sampler, ValidateRejectsOutOfRange) {
   p = {};
   p.presence_penalty = 2.5f;
   EXPECT_NE(validate_sampling_params(p).message().find("presence_penalty"), std::string::npos);
+  p = SamplingParams();
+  p.logit_bias = {{3, 101.f}};
+  EXPECT_NE(validate_sampling_params(p).message().find("logit_bias"), std::string::npos);
+  p.logit_bias = {{3, 1.f}, {2, 1.f}};
+  EXPECT_NE(validate_sampling_params(p).message().find("sorted"), std::string::npos);
+  p.logit_bias = {{-1, 1.f}};
+  EXPECT_FALSE(validate_sampling_params(p).is_ok());
+  p.logit_bias = {{2, -100.f}, {3, 100.f}};
+  EXPECT_TRUE(validate_sampling_params(p).is_ok());
 }
 
 }  // namespace

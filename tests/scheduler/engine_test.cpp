@@ -196,6 +196,20 @@ TEST(Engine, LogprobsAreReported) {
   }
 }
 
+TEST(Engine, MaxModelLenAboveTheModelsIsRefused) {
+  const int model_len = qwen3().config.max_position;
+  ASSERT_GT(model_len, 0);
+  EngineOptions opt;
+  opt.max_model_len = model_len + 1;
+  auto e = make_engine(backend(), opt);
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(e.status().message().find(std::to_string(model_len)), std::string::npos) << e.status().message();
+  EXPECT_NE(e.status().message().find("max_position_embeddings"), std::string::npos);
+  opt.max_model_len = model_len;  // equal is fine
+  EXPECT_TRUE(make_engine(backend(), opt).is_ok());
+}
+
 TEST(Engine, ValidationErrors) {
   EngineOptions opt;
   opt.max_model_len = 100;

@@ -148,8 +148,18 @@ TEST_F(GenerationTest, EngineErrorsMapToStatuses) {
   EXPECT_EQ(Generation::start(ctx_, Endpoint::kCompletions, Json{{"prompt", "hi"}}, &g).status, 503);
   engine_.next_status = Status::ok();
   EXPECT_EQ(Generation::start(ctx_, Endpoint::kCompletions, Json{{"prompt", "hi"}, {"model", "x"}}, &g).status, 404);
-  EXPECT_EQ(Generation::start(ctx_, Endpoint::kCompletions, Json{{"prompt", "hi"}, {"max_tokens", 100}}, &g).code,
-            "context_length_exceeded");
+  // max_tokens over the context (64): clamped, or with strict_max_tokens a 400 naming it.
+  ASSERT_TRUE(Generation::start(ctx_, Endpoint::kCompletions, Json{{"prompt", "hi"}, {"max_tokens", 100}}, &g).ok());
+  Json out;
+  ASSERT_TRUE(g->run_to_completion(&out).ok());
+  ApiError strict = Generation::start(ctx_, Endpoint::kCompletions,
+                                      Json{{"prompt", "hi"}, {"max_tokens", 100}, {"strict_max_tokens", true}}, &g);
+  EXPECT_EQ(strict.code, "context_length_exceeded");
+  EXPECT_EQ(strict.param, "max_tokens");
+  ApiError long_prompt =
+      Generation::start(ctx_, Endpoint::kCompletions, Json{{"prompt", std::string(400, 'x')}, {"max_tokens", 1}}, &g);
+  EXPECT_EQ(long_prompt.code, "context_length_exceeded");
+  EXPECT_EQ(long_prompt.param, "prompt");
   EXPECT_EQ(Generation::start(ctx_, Endpoint::kChat, Json{{"messages", Json::array({{{"role", "user"}, {"content", "x"}}})}}, &g).code,
             "no_chat_template");
 }

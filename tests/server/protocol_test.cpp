@@ -53,10 +53,54 @@ TEST(Protocol, UnknownParametersAreNamed) {
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.param, "frobnicate");
   EXPECT_NE(e.message.find("frobnicate"), std::string::npos);
-  EXPECT_EQ(chat({{"logit_bias", {{"5", 1}}}}).param, "logit_bias");
   EXPECT_EQ(chat({{"response_format", {{"type", "json_object"}}}}).param, "response_format");
   EXPECT_TRUE(chat({{"response_format", {{"type", "text"}}}}).ok());
   EXPECT_EQ(chat({{"stream", true}, {"stream_options", {{"foo", true}}}}).param, "stream_options.foo");
+}
+
+// Item 3 of issue 12: documented fields that change nothing are accepted;
+// those whose meaning would be dropped stay 400s naming them.
+TEST(Protocol, DocumentedFieldsAcceptedOrRefusedWithAReason) {
+  GenRequest r;
+  Json ok = Json::parse(R"({"metadata": {"k": "v"}, "store": false, "reasoning_effort": "low",
+    "service_tier": "auto", "prompt_cache_key": "abc", "prompt_cache_retention": "24h", "safety_identifier": "u1",
+    "verbosity": "low", "modalities": ["text"], "prediction": {"type": "content", "content": "x"}, "user": "u",
+    "audio": null, "functions": null, "function_call": null, "web_search_options": null, "parallel_tool_calls": false,
+    "stream": true, "stream_options": {"include_usage": true, "include_obfuscation": false}})");
+  ApiError e = chat(ok, &r);
+  ASSERT_TRUE(e.ok()) << e.message;
+  EXPECT_EQ(r.chat_template_kwargs["reasoning_effort"], "low");  // templates that know it read it
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_EQ(chat({{"audio", {{"voice", "alloy"}, {"format", "mp3"}}}}).param, "audio");
+  EXPECT_EQ(chat({{"modalities", Json::array({"text", "audio"})}}).param, "modalities");
+  EXPECT_EQ(chat({{"functions", Json::array({{{"name", "f"}}})}}).param, "functions");
+  EXPECT_EQ(chat({{"web_search_options", Json::object()}}).param, "web_search_options");
+  EXPECT_EQ(chat({{"metadata", "x"}}).param, "metadata");
+  EXPECT_EQ(chat({{"store", "yes"}}).param, "store");
+  EXPECT_EQ(chat({{"service_tier", 3}}).param, "service_tier");
+  EXPECT_EQ(chat({{"frobnicate", nullptr}}).param, "frobnicate");  // unknown stays unknown, even as null
+  GenRequest c;
+  EXPECT_EQ(parse_completion_request(Json::parse(R"({"prompt": "x", "store": true})"), limits(), &c).param, "store");
+}
+
+TEST(Protocol, LogitBias) {
+  GenRequest r;
+  ASSERT_TRUE(chat({{"logit_bias", {{"50", -100}, {"7", 2.5}}}}, &r).ok());
+  ASSERT_EQ(r.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(r.sampling.logit_bias[0], (std::pair<int32_t, float>{7, 2.5f}));  // sorted by token
+  EXPECT_EQ(r.sampling.logit_bias[1], (std::pair<int32_t, float>{50, -100.f}));
+  EXPECT_TRUE(chat({{"logit_bias", Json::object()}}).ok());
+  EXPECT_TRUE(chat({{"logit_bias", nullptr}}).ok());
+  EXPECT_EQ(chat({{"logit_bias", {{"5", 101}}}}).param, "logit_bias.5");
+  EXPECT_EQ(chat({{"logit_bias", {{"5", "x"}}}}).param, "logit_bias.5");
+  EXPECT_EQ(chat({{"logit_bias", {{"1000", 1}}}}).param, "logit_bias");  // vocab 1000
+  EXPECT_EQ(chat({{"logit_bias", {{"a", 1}}}}).param, "logit_bias");
+  EXPECT_EQ(chat({{"logit_bias", {{"-1", 1}}}}).param, "logit_bias");
+  EXPECT_EQ(chat({{"logit_bias", {{"05", 1}, {"5", 1}}}}).param, "logit_bias");  // the same token twice
+  EXPECT_EQ(chat({{"logit_bias", Json::array()}}).param, "logit_bias");
+  GenRequest c;
+  ASSERT_TRUE(parse_completion_request(Json::parse(R"({"prompt": "x", "logit_bias": {"3": 1}})"), limits(), &c).ok());
+  EXPECT_EQ(c.sampling.logit_bias.size(), 1u);
 }
 
 TEST(Protocol, TypesAndRanges) {
@@ -101,7 +145,31 @@ TEST(Protocol, Messages) {
             "messages[0].content[0].type");
   EXPECT_EQ(err(R"({"messages": [{"role": "tool", "content": "x"}]})").param, "messages[0].tool_call_id");
   EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x", "audio": 1}]})").param, "messages[0].audio");
+  EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x", "reasoning_content": "r"}]})").param,
+            "messages[0].reasoning_content");
+  EXPECT_EQ(err(R"({"messages": [{"role": "assistant", "content": "x", "reasoning": 3}]})").param,
+            "messages[0].reasoning");
   EXPECT_EQ(err(R"([1])").status, 400);
+}
+
+// Earlier assistant turns come back as clients got them: reasoning under
+// either name, null audio / function_call / refusal, annotations, refusal
+// parts, and the legacy function_call as a tool call.
+TEST(Protocol, AssistantHistoryAsReturned) {
+  GenRequest r;
+  Json body = Json::parse(R"({"messages": [
+    {"role": "user", "content": "q"},
+    {"role": "assistant", "content": "a", "reasoning_content": "thought 1", "audio": null, "function_call": null,
+     "refusal": null, "annotations": []},
+    {"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}], "reasoning": "thought 2"},
+    {"role": "assistant", "content": null, "function_call": {"name": "f", "arguments": "{\"a\": 1}"}}]})");
+  ApiError e = parse_chat_request(body, limits(), &r);
+  ASSERT_TRUE(e.ok()) << e.message;
+  EXPECT_EQ(r.messages[1]["reasoning_content"], "thought 1");
+  EXPECT_EQ(r.messages[2]["reasoning_content"], "thought 2");
+  EXPECT_EQ(r.messages[2]["content"], "no");
+  EXPECT_EQ(r.messages[3]["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(r.messages[3]["tool_calls"][0]["function"]["arguments"]["a"], 1);
 }
 
 TEST(Protocol, Tools) {
@@ -143,14 +211,29 @@ TEST(Protocol, CompletionPrompts) {
   EXPECT_EQ(parse(R"({"prompt": "x", "logprobs": true})", &j).param, "logprobs");
 }
 
-TEST(Protocol, ContextLengthMessageHasTheNumbers) {
-  EXPECT_TRUE(check_context_length(10, 20, 100, true).ok());
-  ApiError e = check_context_length(90, 20, 100, true);
+TEST(Protocol, ContextFitClampsMaxTokensUnlessStrict) {
+  int mt = 0;
+  ASSERT_TRUE(fit_context(10, 20, 16, 100, false, "messages", "max_tokens", &mt).ok());
+  EXPECT_EQ(mt, 20);
+  // The prompt fits, max_tokens does not: clamped to the room left.
+  ASSERT_TRUE(fit_context(90, 32000, 16, 100, false, "messages", "max_tokens", &mt).ok());
+  EXPECT_EQ(mt, 10);
+  ASSERT_TRUE(fit_context(90, std::nullopt, 100, 100, true, "messages", "max_tokens", &mt).ok());  // default: all that fits
+  EXPECT_EQ(mt, 10);
+  // strict: a 400 naming the max_tokens field, with vLLM's numbers.
+  ApiError e = fit_context(90, 20, 16, 100, true, "messages", "max_completion_tokens", &mt);
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.code, "context_length_exceeded");
+  EXPECT_EQ(e.param, "max_completion_tokens");
   EXPECT_NE(e.message.find("maximum context length is 100 tokens"), std::string::npos);
   EXPECT_NE(e.message.find("110 tokens (90 in the messages, 20 in the completion)"), std::string::npos);
-  EXPECT_FALSE(check_context_length(100, 1, 100, false).ok());
+  // A prompt that leaves no room is a 400 naming the prompt, strict or not.
+  EXPECT_EQ(fit_context(100, 1, 16, 100, false, "messages", "max_tokens", &mt).param, "messages");
+  EXPECT_EQ(fit_context(150, std::nullopt, 16, 100, false, "prompt", "max_tokens", &mt).param, "prompt");
+  GenRequest r;
+  ASSERT_TRUE(chat({{"strict_max_tokens", true}, {"max_completion_tokens", 5}}, &r).ok());
+  EXPECT_TRUE(r.strict_max_tokens);
+  EXPECT_EQ(r.max_tokens_param, "max_completion_tokens");
 }
 
 TEST(ApiErrors, ShapeAndStatusMapping) {

@@ -483,6 +483,7 @@ __global__ void __launch_bounds__(kSampleThreads)
     if ((p.frequency_penalty != 0.f || p.presence_penalty != 0.f) && q.out_count > 0)
       x = __fsub_rn(x, __fadd_rn(__fmul_rn(static_cast<float>(q.out_count), p.frequency_penalty),
                                  p.presence_penalty));
+    if (q.bias != 0.f) x = __fadd_rn(x, q.bias);
     if (!greedy) {
       x = __fdiv_rn(x, p.temperature);
       l[q.token] = x;
@@ -671,25 +672,42 @@ void pack_sample_row(const SamplingParams& p, std::span<const int32_t> prompt, s
   row->pen_offset = static_cast<int32_t>(penalties->size());
   const bool rep = p.repetition_penalty != 1.f;
   const bool freq = p.frequency_penalty != 0.f || p.presence_penalty != 0.f;
-  if (!rep && !freq) return;
+  if (!rep && !freq && p.logit_bias.empty()) return;
   // (token, from output) pairs, sorted: one entry per distinct token.
   std::vector<int64_t> keys;
-  keys.reserve((rep ? prompt.size() : 0) + output.size());
   auto in_range = [V](int32_t t) { return t >= 0 && t < V; };
-  if (rep)
-    for (int32_t t : prompt)
-      if (in_range(t)) keys.push_back(int64_t(t) * 2);
-  for (int32_t t : output)
-    if (in_range(t)) keys.push_back(int64_t(t) * 2 + 1);
-  std::sort(keys.begin(), keys.end());
+  if (rep || freq) {
+    keys.reserve((rep ? prompt.size() : 0) + output.size());
+    if (rep)
+      for (int32_t t : prompt)
+        if (in_range(t)) keys.push_back(int64_t(t) * 2);
+    for (int32_t t : output)
+      if (in_range(t)) keys.push_back(int64_t(t) * 2 + 1);
+    std::sort(keys.begin(), keys.end());
+  }
+  // Merge the history entries with logit_bias (sorted by token, validated).
+  size_t b = 0;
+  const auto& bias = p.logit_bias;
+  auto push_bias_below = [&](int64_t limit) {
+    for (; b < bias.size() && bias[b].first < limit; ++b) {
+      if (!in_range(bias[b].first)) continue;
+      SamplePenalty e;
+      e.token = bias[b].first;
+      e.bias = bias[b].second;
+      penalties->push_back(e);
+    }
+  };
   for (size_t i = 0; i < keys.size();) {
     const int32_t t = static_cast<int32_t>(keys[i] >> 1);
+    push_bias_below(t);
     SamplePenalty e;
     e.token = t;
     e.in_seen = 1;
     for (; i < keys.size() && (keys[i] >> 1) == t; ++i) e.out_count += static_cast<int32_t>(keys[i] & 1);
+    if (b < bias.size() && bias[b].first == t) e.bias = bias[b++].second;
     penalties->push_back(e);
   }
+  push_bias_below(int64_t(V));
   row->pen_count = static_cast<int32_t>(penalties->size()) - row->pen_offset;
 }
 

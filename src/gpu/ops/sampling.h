@@ -9,7 +9,8 @@
 // No full sort anywhere: every threshold is a radix select over the row
 // (three passes of 11/11/10 bits of an order-preserving key of the float
 // value), which the row being L2-resident (<= 1 MB) makes cheap:
-//   - penalties: a per-row list of (token, output count, in prompt) entries,
+//   - penalties and logit_bias: a per-row list of (token, output count, in
+//     prompt, bias) entries,
 //     built on the host from the sequence's history (pack_sample_row), marked
 //     in a shared-memory bitmap so one pass over the row applies them;
 //   - logprobs: log_softmax of the raw row (online max / sum in one pass),
@@ -55,12 +56,12 @@ Status launch_argmax(const float* logits, int R, int V, int32_t* tokens, float* 
 // shared memory: V / 8 bytes).
 inline constexpr int kMaxSampleVocab = 262144;
 
-// One repetition / frequency / presence penalty target of a row.
+// One repetition / frequency / presence penalty or logit_bias target of a row.
 struct SamplePenalty {
   int32_t token = 0;
   int32_t out_count = 0;  // occurrences in the output (frequency / presence)
   int32_t in_seen = 0;    // 1: in prompt or output (repetition penalty applies)
-  int32_t pad = 0;
+  float bias = 0.f;       // logit_bias, added after the penalties (sampler.h step 3b)
 };
 static_assert(sizeof(SamplePenalty) == 16);
 
@@ -96,7 +97,8 @@ static_assert(sizeof(SampleRowOut) == 16 + 8 * kMaxTopLogprobs);
 
 // Packs one row: parameters, the seed and draw index (= output.size()), and
 // appends its penalty entries (distinct tokens of prompt + output in range,
-// only when a penalty is active) to *penalties.
+// only when a penalty is active, and the logit_bias tokens in range; one
+// entry per token, sorted) to *penalties.
 void pack_sample_row(const SamplingParams& p, std::span<const int32_t> prompt, std::span<const int32_t> output,
                      uint64_t seed, int logits_row, int V, SampleRowParams* row, std::vector<SamplePenalty>* penalties);
 
