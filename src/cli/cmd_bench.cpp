@@ -103,7 +103,8 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
            "layered,megakernel")
       .add("watchdog-ms", "megakernel: a dependency wait longer than this abandons the step", "2000")
       .add("barrier-ablation", "megakernel: grid-wide barriers between the phases of every layer (ablation)", "",
-           true);
+           true)
+      .add("timeline", "megakernel: also write one step's per-instruction times (first batch and context) as JSON", "");
   if (int rc = parse_bench_flags(f, args, "bench decode"); rc >= 0) return rc;
   std::vector<std::string> path_names;
   for (size_t at = 0; at <= f.str("decode-backend").size();) {
@@ -145,6 +146,7 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
     if (p == gpu::DecodePath::kMegakernel) o.decode = p;  // the executor is created; each row picks its path
   o.mk.watchdog_ms = *watchdog;
   o.mk.barrier_between_phases = f.boolean("barrier-ablation");
+  o.mk.record_timeline = !f.str("timeline").empty();
   auto backend = make_bench_backend(f, "bench decode", static_cast<uint64_t>(*seed), o,
                                     [&](const ModelConfig& cfg, int bs) {
                                       return gpu::kv_blocks_for(cfg, bs, max_b, max_c + 64);
@@ -163,6 +165,11 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
   if (!r.is_ok()) return fail(r.status());
   std::printf("%s", gpu::bench_decode_table(*r).c_str());
   if (Status s = write_json_file(f.str("json"), gpu::bench_decode_json(*r)); !s.is_ok()) return fail(s);
+  if (!f.str("timeline").empty()) {
+    auto tl = gpu::megakernel_timeline_json(**backend, bo.batches[0], bo.contexts[0]);
+    if (!tl.is_ok()) return fail(tl.status());
+    if (Status s = write_json_file(f.str("timeline"), *tl); !s.is_ok()) return fail(s);
+  }
   return 0;
 #else
   return fail(unavailable("bench decode needs CUDA; this build has none (no nvcc at configure time)"));

@@ -170,6 +170,37 @@ Result<BenchDecodeResult> bench_decode(GpuBackend& backend, const BenchDecodeOpt
   return res;
 }
 
+Result<std::string> megakernel_timeline_json(GpuBackend& backend, int batch, int context) {
+  MkExecutor* mk = backend.megakernel();
+  if (!mk || !mk->options().record_timeline) return invalid_argument("timeline: no megakernel recording its timeline");
+  std::vector<SeqWork> work;
+  MS_RETURN_IF_ERROR(make_batch(backend.kv_spec(), batch, context, &work));
+  MS_RETURN_IF_ERROR(mk->enqueue(work));
+  MS_RETURN_IF_ERROR(mk->finish());
+  std::vector<mk::TimelineEntry> tl;
+  MS_RETURN_IF_ERROR(mk->timeline(&tl));
+  const ::ms::mk::Schedule& s = *mk->last_schedule();
+  uint64_t t0 = UINT64_MAX;
+  for (const auto& e : tl) t0 = std::min(t0, e.start);
+  nlohmann::json j;
+  j["batch"] = batch;
+  j["context"] = context;
+  j["n_sm"] = s.n_sm();
+  j["instructions"] = nlohmann::json::array();
+  for (int sm = 0; sm < s.n_sm(); ++sm)
+    for (uint32_t i = s.sm_begin[sm]; i < s.sm_begin[sm + 1]; ++i) {
+      const auto& e = tl[i];
+      j["instructions"].push_back({{"sm", sm},
+                                   {"index", i - s.sm_begin[sm]},
+                                   {"op", ::ms::mk::opcode_name(s.instrs[i].op)},
+                                   {"layer", s.instrs[i].layer},
+                                   {"start_ns", e.start - t0},
+                                   {"ready_ns", e.ready - t0},
+                                   {"end_ns", e.end - t0}});
+    }
+  return j.dump();
+}
+
 std::string bench_decode_json(const BenchDecodeResult& r) {
   nlohmann::json j;
   j["device"] = r.device;

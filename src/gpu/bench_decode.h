@@ -52,6 +52,12 @@ std::vector<int> kv_blocks_for(const ModelConfig& cfg, int block_size, int batch
 
 Result<BenchDecodeResult> bench_decode(GpuBackend& backend, const BenchDecodeOptions& opt);
 
+// One megakernel step of `batch` rows at `context` with per-instruction times
+// (the backend's megakernel must record its timeline): JSON with one entry
+// per instruction {sm, index, op, layer, start_ns, ready_ns, end_ns}, times
+// relative to the step's first start (tools/plot_timeline.py draws it).
+Result<std::string> megakernel_timeline_json(GpuBackend& backend, int batch, int context);
+
 // One JSON object (for --json) and a text table.
 std::string bench_decode_json(const BenchDecodeResult& r);
 std::string bench_decode_table(const BenchDecodeResult& r);

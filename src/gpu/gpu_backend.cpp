@@ -24,8 +24,9 @@ Status GpuBackend::init_executors(const GpuBackendOptions& opt) {
       if (mk.is_ok()) mk_all_ = std::move(*mk);
       else why = mk.status();
     }
-    if (!why.is_ok())
+    if (!why.is_ok()) {
       MS_LOG(Warn) << "gpu: decode runs on the layered path: " << why.message();
+    }
   }
   // The KV pool last: its default size is what the executors left.
   MS_RETURN_IF_ERROR(model_->alloc_kv(opt.kv_bytes, opt.kv_blocks));

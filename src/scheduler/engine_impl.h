@@ -26,7 +26,7 @@ namespace ms {
 inline constexpr int kMaxChoices = 16;
 
 // Starts the loop thread. InvalidArgument for options out of range
-// (max_batch 1..8, prefill_chunk >= 1, max_waiting >= 1, max_model_len >= 0).
+// (max_batch 1..the backend's limits().max_batch_rows, prefill_chunk >= 1, max_waiting >= 1, max_model_len >= 0).
 // cache_identity: extra text mixed into the prefix-cache salt (besides the
 // model config, block size and backend name), e.g. the checkpoint path.
 Result<std::unique_ptr<Engine>> make_engine(std::unique_ptr<Backend> backend, const EngineOptions& opt,

@@ -99,6 +99,10 @@ Status MkExecutor::init(const MkOptions& opt) {
   MS_RETURN_IF_ERROR(shared_act_.alloc(R * S));
   MS_RETURN_IF_ERROR(shared_part_.alloc(size_t(::ms::mk::down_slices(int(S))) * R * H));
   MS_RETURN_IF_ERROR(logits_.alloc(R * dims_.vocab));
+  if (opt_.record_routing && dims_.n_experts > 0) {
+    MS_RETURN_IF_ERROR(routing_log_.alloc(size_t(dims_.n_layers) * R * K));
+    MS_RETURN_IF_ERROR(router_log_.alloc(size_t(dims_.n_layers) * R * E));
+  }
   MS_RETURN_IF_ERROR(tokens_out_.alloc(R));
   MS_RETURN_IF_ERROR(logprobs_out_.alloc(R));
   MS_RETURN_IF_ERROR(tables_.alloc(size_t(R) * G * max_blocks_));
@@ -149,6 +153,8 @@ Status MkExecutor::init(const MkOptions& opt) {
   p.watchdog_ns = uint64_t(std::max<int64_t>(opt_.watchdog_ms, 0)) * 1000000ull;
   p.error = reinterpret_cast<mk::MkError*>(errbuf_.get());
   p.abort_flag = errbuf_.get() + sizeof(mk::MkError) / 4;
+  p.routing_log = routing_log_.size() ? routing_log_.get() : nullptr;
+  p.router_log = router_log_.size() ? router_log_.get() : nullptr;
   return Status::ok();
 }
 
@@ -315,6 +321,7 @@ Status MkExecutor::enqueue(const std::vector<SeqWork>& batch) {
   MS_RETURN_IF_ERROR(mk::launch_megakernel(p, kv_map_, stream_));
   MS_CUDA_RETURN(cudaEventRecord(done_, stream_));
   ++epoch_;
+  last_rows_ = R;
   last_ = &c->schedule;
   last_cached_ = c;
   return Status::ok();
@@ -386,6 +393,25 @@ Status MkExecutor::decode_greedy(const std::vector<SeqWork>& batch, std::vector<
                                    cudaMemcpyDeviceToHost, stream_));
   }
   MS_CUDA_RETURN(cudaStreamSynchronize(stream_));
+  return Status::ok();
+}
+
+Status MkExecutor::last_routing(int layer, std::vector<int32_t>* ids, std::vector<float>* logits) {
+  if (!opt_.record_routing) return invalid_argument("megakernel: record_routing is off");
+  if (layer < 0 || layer >= cfg_.n_layers) return invalid_argument("megakernel: no layer " + std::to_string(layer));
+  ids->clear();
+  if (logits) logits->clear();
+  if (!cfg_.layers[layer].moe || routing_log_.size() == 0) return Status::ok();
+  MS_CUDA_RETURN(cudaStreamSynchronize(stream_));
+  const size_t R = last_rows_, K = dims_.top_k, E = dims_.n_experts;
+  ids->resize(R * K);
+  MS_CUDA_RETURN(cudaMemcpy(ids->data(), routing_log_.get() + size_t(layer) * R * K, R * K * sizeof(int32_t),
+                            cudaMemcpyDeviceToHost));
+  if (logits) {
+    logits->resize(R * E);
+    MS_CUDA_RETURN(cudaMemcpy(logits->data(), router_log_.get() + size_t(layer) * R * E, R * E * sizeof(float),
+                              cudaMemcpyDeviceToHost));
+  }
   return Status::ok();
 }
 

@@ -40,6 +40,8 @@ struct MkOptions {
   bool barrier_between_phases = false;
   // Debug: plant a wait nothing signals (watchdog test).
   bool plant_stuck_wait = false;
+  // Debug (tests): keep every MoE layer's expert ids and router logits.
+  bool record_routing = false;
 };
 
 class MkExecutor {
@@ -83,6 +85,9 @@ class MkExecutor {
   // MkVm::buffer: "x", "h", "hf", "qkv", "attn_out", "o_part",
   // "router_logits", "moe_act", "ybuf", "dense_act", "logits").
   Status download(const std::string& name, std::vector<float>* out);
+  // record_routing: the expert ids (rows x top_k, best first) and router
+  // logits (rows x experts) of `layer` in the last step; empty for dense layers.
+  Status last_routing(int layer, std::vector<int32_t>* ids, std::vector<float>* logits = nullptr);
 
  private:
   struct Cached {
@@ -135,6 +140,9 @@ class MkExecutor {
       shared_part_, logits_;
   DeviceBuffer<uint16_t> h_, attn_out_, moe_act_, dense_act_, shared_act_;
   DeviceBuffer<int32_t> topk_ids_, plan_;
+  DeviceBuffer<int32_t> routing_log_;  // record_routing: (n_layers, kMaxRows, K)
+  DeviceBuffer<float> router_log_;     // (n_layers, kMaxRows, E)
+  int last_rows_ = 0;
   DeviceBuffer<int32_t> tokens_out_;   // (kMaxRows) greedy
   DeviceBuffer<float> logprobs_out_;   // (kMaxRows)
 };

@@ -115,6 +115,10 @@ struct Params {
   MkError* error = nullptr;
   uint32_t* abort_flag = nullptr;   // set by the first timeout; every wait gives up when it is set
   TimelineEntry* timeline = nullptr;  // (instructions) or null
+  // Debug (tests): every MoE layer's routing, or null: expert ids (n_layers,
+  // R, K) and router logits (n_layers, R, E).
+  int32_t* routing_log = nullptr;
+  float* router_log = nullptr;
 };
 
 }  // namespace ms::gpu::mk

@@ -103,7 +103,14 @@ __device__ __forceinline__ bool op_route(Ctx& c, const Instruction& in) {
     route_token(p.router_logits, c.warp, E, K, d.router_sigmoid, d.softmax_over_topk, d.norm_topk_prob, p.topk_ids,
                 p.topk_w, sel_val + c.warp * kRouteMaxK, sel_id + c.warp * kRouteMaxK);
   consumer_sync();
-  for (int s = c.tid; s < R * K; s += kConsumerThreads) atomicAdd(&cnt[sel_id[(s / K) * kRouteMaxK + s % K]], 1);
+  for (int s = c.tid; s < R * K; s += kConsumerThreads) {
+    const int id = sel_id[(s / K) * kRouteMaxK + s % K];
+    atomicAdd(&cnt[id], 1);
+    if (p.routing_log) p.routing_log[(int64_t(in.layer) * R) * K + s] = id;
+  }
+  if (p.router_log)
+    for (int i = c.tid; i < R * E; i += kConsumerThreads)
+      p.router_log[int64_t(in.layer) * R * E + i] = __ldcg(p.router_logits + i);
   consumer_sync();
   if (c.warp == 0) {  // compaction: lane l owns experts [l * per, (l + 1) * per)
     const int per = (E + 31) / 32;

@@ -1,0 +1,511 @@
+// The decode megakernel on the GPU (skipped without one), against the CPU
+// interpreter of the same instruction lists (src/ref/mk_vm), the layered
+// executor and HF:
+//  - MkVsVm: random checkpoints of every family in shapes the megakernel
+//    takes (head_dim 32 / 64 / 128, sliding windows that the test crosses,
+//    shared experts, attention bias, QK-norm), ragged decode batches of 1, 3
+//    and 8 rows: logits within 1e-2 of the interpreter running the schedule
+//    the device ran; on a mismatch every step buffer's error is printed, so a
+//    divergence is pinned to an opcode;
+//  - MkDemo: the trained demo model, prefill on the layered path and decode
+//    on the megakernel: greedy tokens equal HF's exactly, ragged batches;
+//  - MkDeterminism / MkBarrierAblation: repeated steps and the grid-barrier
+//    ablation give bit-identical logits (claims move tiles between SMs, not
+//    the arithmetic);
+//  - MkTimeline: every instruction recorded, start <= ready <= end;
+//  - MkWatchdog: a planted never-satisfied wait fails the step within the
+//    watchdog, names the instruction and counter, and turns the engine
+//    unhealthy with that reason (the process does not hang);
+//  - MkNmcFull: the full North Mini Code shape, teacher-forced against the
+//    layered executor on copies of the same context (bs 1 / 3 / 8, contexts
+//    1K / 8K / 64K, sliding windows wrapping, shared prefix blocks, a row
+//    re-mapped to new blocks mid-run as after preemption).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "engine/engine.h"
+#include "gpu/bench_decode.h"
+#include "gpu/gpu_backend.h"
+#include "gpu_test_util.h"
+#include "model/init_random.h"
+#include "model/model_loader.h"
+#include "ref/mk_vm.h"
+#include "scheduler/engine_impl.h"
+
+namespace ms::gpu::test {
+namespace {
+
+constexpr double kVmTol = 1e-2;  // vs the interpreter: fp32 order + bf16 rounding flips (docs/megakernel.md)
+
+std::string fixture(const std::string& family) {
+  return std::string(MEGASERVE_SOURCE_DIR) + "/tests/fixtures/hf/" + family + "/config.json";
+}
+
+// A random checkpoint (init-random's writer) of an HF fixture's family with
+// the dimensions changed to ones the megakernel takes.
+struct Mini {
+  std::string name, family;
+  int head_dim, hidden, window;
+};
+
+Result<std::unique_ptr<LoadedModel>> make_mini(const Mini& m) {
+  std::ifstream in(fixture(m.family));
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["head_dim"] = m.head_dim;
+  j["hidden_size"] = m.hidden;
+  if (j.contains("sliding_window") && !j["sliding_window"].is_null()) j["sliding_window"] = m.window;
+  j["max_position_embeddings"] = 4096;
+  MS_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::from_json(j, m.name));
+  const std::string dir = (std::filesystem::temp_directory_path() / ("megaserve_mk_" + m.name)).string();
+  std::filesystem::create_directories(dir);
+  InitRandomOptions o;
+  o.seed = 7;
+  o.stddev = 0.05f;
+  MS_RETURN_IF_ERROR(write_random_checkpoint(cfg, dir, o));
+  return load_model(dir);
+}
+
+const std::vector<Mini>& minis() {
+  static const std::vector<Mini> v = {{"cohere2_moe_hd64", "cohere2_moe", 64, 128, 40},
+                                      {"cohere2_moe_shared_hd32", "cohere2_moe_shared", 32, 128, 40},
+                                      {"qwen3_moe_hd128", "qwen3_moe", 128, 256, 0},
+                                      {"qwen3_hd64", "qwen3", 64, 128, 40},
+                                      {"llama_hd32", "llama", 32, 128, 0}};
+  return v;
+}
+
+GpuBackendOptions mk_options(int block_size, int max_context) {
+  GpuBackendOptions o;
+  o.block_size = block_size;
+  o.kv_bytes = 64 << 20;
+  o.max_context = max_context;
+  o.decode = DecodePath::kMegakernel;
+  o.mk.watchdog_ms = 5000;
+  o.mk.record_routing = true;
+  return o;
+}
+
+void grow(SeqWork& w, int pos, int base, int block) {
+  for (auto& t : w.block_tables)
+    while (static_cast<int>(t.size()) * block < pos + 1) t.push_back(base + static_cast<int32_t>(t.size()));
+}
+
+// Every step buffer's error, device vs interpreter (after the same step).
+void print_buffers(MkExecutor& mk, const MkVm& vm) {
+  for (const char* name : {"x", "h", "qkv", "attn_out", "o_part", "router_logits", "moe_act", "ybuf", "dense_act",
+                           "logits"}) {
+    std::vector<float> dev;
+    if (!mk.download(name, &dev).is_ok()) continue;
+    const std::vector<float>& ref = vm.buffer(name);
+    const size_t n = std::min(dev.size(), ref.size());
+    double num = 0, den = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (std::isnan(ref[i])) continue;  // not written this step (poison)
+      if (!std::isfinite(dev[i])) ++bad;
+      num += (double(dev[i]) - ref[i]) * (double(dev[i]) - ref[i]);
+      den += double(ref[i]) * ref[i];
+    }
+    std::printf("  buffer %-14s rel err %.3e (%zu non-finite on the device)\n", name,
+                std::sqrt(num / (den > 0 ? den : 1e-30)), bad);
+  }
+}
+
+class MkVsVm : public ::testing::TestWithParam<Mini> {};
+
+TEST_P(MkVsVm, RaggedDecodeMatchesTheInterpreter) {
+  MS_GPU_TEST_GUARD();
+  auto model = make_mini(GetParam());
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const ModelConfig& cfg = (*model)->config;
+  ASSERT_TRUE(MkExecutor::check_supported(cfg, 16).is_ok()) << MkExecutor::check_supported(cfg, 16).to_string();
+  for (int rows : {1, 3, 8}) {
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    auto gpu = GpuBackend::create(cfg, (*model)->weights, mk_options(16, 4096));
+    ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+    ASSERT_EQ((*gpu)->decode_path(), DecodePath::kMegakernel);
+    MkExecutor& mk = *(*gpu)->megakernel();
+    MkVmOptions vo;
+    vo.block_size = 16;
+    vo.kv_bytes = 64 << 20;
+    auto vm = MkVm::create(cfg, (*model)->weights, vo);
+    ASSERT_TRUE(vm.is_ok()) << vm.status().to_string();
+    // Both caches start zeroed; the same blocks per row on both sides.
+    std::vector<SeqWork> batch(rows);
+    for (int r = 0; r < rows; ++r) {
+      batch[r].seq_id = r;
+      batch[r].block_tables.assign((*gpu)->kv_spec().groups.size(), {});
+    }
+    std::mt19937 rng(17);
+    double worst = 0;
+    bool printed = false;
+    for (int t = 0; t < 70; ++t) {  // past the sliding windows (40)
+      for (int r = 0; r < rows; ++r) {
+        batch[r].tokens = {static_cast<int32_t>(rng() % cfg.vocab_size)};
+        batch[r].start_pos = t + 3 * r;
+        grow(batch[r], batch[r].start_pos, r * 32, 16);
+      }
+      StepResult got, want;
+      ASSERT_OK((*gpu)->step(batch, &got));
+      ASSERT_NE(mk.last_schedule(), nullptr);
+      ASSERT_OK((*vm)->step(*mk.last_schedule(), batch, {uint64_t(t)}, &want));
+      for (int r = 0; r < rows; ++r) {
+        const double e = rel_err(got.logits[r], want.logits[r]);
+        worst = std::max(worst, e);
+        EXPECT_LT(e, kVmTol) << "step " << t << " row " << r;
+        if (e >= kVmTol && !printed) {
+          print_buffers(mk, **vm);
+          printed = true;
+        }
+      }
+    }
+    std::printf("[mk] %s rows %d: worst logits rel err vs interpreter %.2e\n", GetParam().name.c_str(), rows, worst);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Minis, MkVsVm, ::testing::ValuesIn(minis()),
+                         [](const auto& info) { return info.param.name; });
+
+// The trained demo model: ragged prompts prefilled on the layered path in one
+// step, then every decode step on the megakernel; greedy tokens equal HF's.
+TEST(MkDemo, GreedyTokensEqualHfOnRaggedBatches) {
+  MS_GPU_TEST_GUARD();
+  const std::string dir = std::string(MEGASERVE_SOURCE_DIR) + "/models/north-mini-demo";
+  auto model = load_model(dir);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  std::ifstream in(dir + "/golden.json");
+  nlohmann::json g = nlohmann::json::parse(in);
+  std::vector<std::vector<int32_t>> prompts, greedy;
+  for (const auto& p : g["prompts"]) {
+    prompts.push_back(p["prompt_ids"].get<std::vector<int32_t>>());
+    greedy.push_back(p["greedy"].get<std::vector<int32_t>>());
+  }
+  for (const std::vector<int>& which : std::vector<std::vector<int>>{{1}, {0, 1}, {0, 1, 4}, {2, 3, 4, 0, 1},
+                                                                     {0, 1, 2, 3, 4, 1, 0, 4}}) {
+    const int rows = static_cast<int>(which.size());
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    auto gpu = GpuBackend::create((*model)->config, (*model)->weights, mk_options(64, 4096));
+    ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+    ASSERT_EQ((*gpu)->decode_path(), DecodePath::kMegakernel);
+    std::vector<SeqWork> batch(rows);
+    std::vector<std::vector<int32_t>> out(rows);
+    for (int r = 0; r < rows; ++r) {
+      batch[r].seq_id = r;
+      batch[r].tokens = prompts[which[r]];
+      batch[r].start_pos = 0;
+      batch[r].block_tables.assign((*gpu)->kv_spec().groups.size(), {});
+      grow(batch[r], static_cast<int>(batch[r].tokens.size()) + 64, r * 8, 64);
+    }
+    StepResult res;
+    ASSERT_OK((*gpu)->step(batch, &res));  // prefill: the layered executor
+    for (int step = 0; step < 48; ++step) {
+      for (int r = 0; r < rows; ++r) {
+        const auto& l = res.logits[r];
+        const int32_t tok = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+        if (out[r].size() < greedy[which[r]].size()) out[r].push_back(tok);
+        batch[r].start_pos += static_cast<int32_t>(batch[r].tokens.size());
+        batch[r].tokens = {tok};
+      }
+      ASSERT_OK((*gpu)->step(batch, &res));  // decode: the megakernel
+    }
+    for (int r = 0; r < rows; ++r) EXPECT_EQ(out[r], greedy[which[r]]) << "row " << r << " (prompt " << which[r] << ")";
+  }
+}
+
+// Decode steps through one backend: logits of each row.
+std::vector<std::vector<float>> run_steps(GpuBackend& b, std::vector<SeqWork> batch, int steps) {
+  std::vector<std::vector<float>> all;
+  for (int t = 0; t < steps; ++t) {
+    StepResult r;
+    EXPECT_TRUE(b.step(batch, &r).is_ok());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      all.push_back(r.logits[i]);
+      batch[i].start_pos += 1;
+      batch[i].tokens = {static_cast<int32_t>((batch[i].tokens[0] * 7 + 3) % b.config().vocab_size)};
+      for (auto& tab : batch[i].block_tables)
+        while (static_cast<int>(tab.size()) * b.kv_spec().block_size < batch[i].start_pos + 1)
+          tab.push_back(static_cast<int32_t>(i * 16 + tab.size()));
+    }
+  }
+  return all;
+}
+
+std::vector<SeqWork> small_batch(const GpuBackend& b, int rows) {
+  std::vector<SeqWork> batch(rows);
+  for (int r = 0; r < rows; ++r) {
+    batch[r].seq_id = r;
+    batch[r].tokens = {static_cast<int32_t>(5 + r)};
+    batch[r].start_pos = 0;
+    batch[r].block_tables.assign(b.kv_spec().groups.size(), {static_cast<int32_t>(r * 16)});
+  }
+  return batch;
+}
+
+TEST(MkDeterminism, RepeatedRunsAndTheBarrierAblationAreBitIdentical) {
+  MS_GPU_TEST_GUARD();
+  auto model = make_mini(minis()[0]);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  std::vector<std::vector<std::vector<float>>> runs;
+  for (int variant = 0; variant < 3; ++variant) {
+    GpuBackendOptions o = mk_options(16, 1024);
+    o.mk.barrier_between_phases = variant == 2;
+    auto gpu = GpuBackend::create((*model)->config, (*model)->weights, o);
+    ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+    runs.push_back(run_steps(**gpu, small_batch(**gpu, 5), 20));
+  }
+  for (int v = 1; v < 3; ++v) {
+    ASSERT_EQ(runs[v].size(), runs[0].size());
+    for (size_t i = 0; i < runs[0].size(); ++i)
+      ASSERT_EQ(runs[v][i], runs[0][i]) << (v == 2 ? "barrier ablation" : "second run") << ", row-step " << i;
+  }
+}
+
+TEST(MkTimeline, RecordsEveryInstruction) {
+  MS_GPU_TEST_GUARD();
+  auto model = make_mini(minis()[0]);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  GpuBackendOptions o = mk_options(16, 1024);
+  o.mk.record_timeline = true;
+  auto gpu = GpuBackend::create((*model)->config, (*model)->weights, o);
+  ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+  run_steps(**gpu, small_batch(**gpu, 2), 3);
+  std::vector<mk::TimelineEntry> tl;
+  ASSERT_OK((*gpu)->megakernel()->timeline(&tl));
+  const ::ms::mk::Schedule& s = *(*gpu)->megakernel()->last_schedule();
+  ASSERT_EQ(tl.size(), s.instrs.size());
+  for (size_t i = 0; i < tl.size(); ++i) {
+    EXPECT_EQ(tl[i].opcode, static_cast<uint32_t>(s.instrs[i].op)) << i;
+    EXPECT_LE(tl[i].start, tl[i].ready) << i;
+    EXPECT_LE(tl[i].ready, tl[i].end) << i;
+    EXPECT_GT(tl[i].start, 0u) << i;
+  }
+}
+
+TEST(MkWatchdog, StuckWaitFailsTheStepAndMakesTheEngineUnhealthy) {
+  MS_GPU_TEST_GUARD();
+  auto model = make_mini(minis()[0]);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  GpuBackendOptions o = mk_options(16, 1024);
+  o.mk.plant_stuck_wait = true;
+  o.mk.watchdog_ms = 300;
+  {
+    auto gpu = GpuBackend::create((*model)->config, (*model)->weights, o);
+    ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+    std::vector<SeqWork> batch = small_batch(**gpu, 2);
+    StepResult r;
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = (*gpu)->step(batch, &r);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_FALSE(st.is_ok());
+    EXPECT_EQ(st.code(), StatusCode::kInternal);
+    EXPECT_NE(st.message().find("watchdog"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("route"), std::string::npos) << st.message();  // the planted wait is on kRoute
+    EXPECT_LT(ms, 5000) << "the watchdog fired in bounded time";
+    EXPECT_FALSE((*gpu)->step(batch, &r).is_ok()) << "the executor stays failed";
+  }
+  // Through the engine: the request gets an error and the engine reports unhealthy with the reason.
+  auto gpu = GpuBackend::create((*model)->config, (*model)->weights, o);
+  ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+  EngineOptions eo;
+  eo.max_batch = 4;
+  auto engine = make_engine(std::move(*gpu), eo);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+  Request req;
+  req.id = "watchdog";
+  req.prompt = {1, 2, 3, 4, 5};
+  req.max_tokens = 8;
+  req.sampling.temperature = 0;
+  req.channel = std::make_shared<RequestChannel>();
+  auto ch = req.channel;
+  ASSERT_OK((*engine)->submit(std::move(req)));
+  bool finished = false;
+  Status error;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!finished && std::chrono::steady_clock::now() < deadline)
+    for (auto& item : ch->pop_all(50))
+      if (item.finish) {
+        finished = true;
+        error = item.finish->error;
+      }
+  ASSERT_TRUE(finished) << "the request did not end";
+  EXPECT_FALSE(error.is_ok());
+  const EngineStats stats = (*engine)->stats();
+  EXPECT_FALSE(stats.healthy);
+  EXPECT_NE(stats.unhealthy_reason.find("watchdog"), std::string::npos) << stats.unhealthy_reason;
+  (*engine)->shutdown();
+}
+
+// ---- Full North Mini Code shape ----
+
+// Top-2 margin of a row relative to its largest |value| (a near-tie below ~2%).
+double margin(const std::vector<float>& v, int* top) {
+  float a = -INFINITY, b = -INFINITY, mx = 0;
+  int ia = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    mx = std::max(mx, std::fabs(v[i]));
+    if (v[i] > a) {
+      b = a;
+      a = v[i];
+      ia = static_cast<int>(i);
+    } else if (v[i] > b) {
+      b = v[i];
+    }
+  }
+  *top = ia;
+  return mx > 0 ? (a - b) / mx : 0;
+}
+
+TEST(MkNmcFull, TeacherForcedAgainstTheLayeredExecutor) {
+  MS_GPU_TEST_GUARD();
+  auto cfg = preset_config(Arch::kCohere2Moe, "full");
+  ASSERT_TRUE(cfg.is_ok());
+  size_t free_b = 0, total_b = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+  if (free_b < (size_t(100) << 30)) GTEST_SKIP() << "needs ~100 GB of free device memory";
+  const int bs = 64, max_ctx = 65536 + 128, max_rows = 8;
+  GpuBackendOptions o = mk_options(bs, max_ctx + 64);
+  // Two copies of every row's context (layered and megakernel sides).
+  o.kv_blocks = kv_blocks_for(*cfg, bs, 2 * max_rows, max_ctx + 64);
+  auto gpu = GpuBackend::create_random(*cfg, 3, o);
+  ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+  GpuBackend& b = **gpu;
+  MkExecutor& mk = *b.megakernel();
+  const KvSpec& kv = b.kv_spec();
+  ASSERT_OK(b.model().fill_kv_random(11, b.stream()));
+  const int hd = cfg->head_dim, nkv = cfg->n_kv_heads;
+  const size_t block_elems = size_t(nkv) * bs * hd;
+  // Copies block `from` to block `to` of group g in every layer's K and V.
+  auto copy_block = [&](int g, int32_t from, int32_t to) -> Status {
+    for (int l : kv.groups[g].layers) {
+      const DeviceLayer& L = b.model().layer(l);
+      for (size_t off : {L.k_off, L.v_off})
+        MS_CUDA_RETURN(cudaMemcpy(b.model().kv_pool() + off + size_t(to) * block_elems,
+                                  b.model().kv_pool() + off + size_t(from) * block_elems, block_elems * 2,
+                                  cudaMemcpyDeviceToDevice));
+    }
+    return Status::ok();
+  };
+  for (int rows : {1, 3, 8})
+    for (int context : {1024, 8192, 65536}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + " context " + std::to_string(context));
+      // Tables: side A (layered) rows at block ranges [r * per, ...), side B
+      // (megakernel) at [(rows + r) * per, ...); sliding groups as a ring of a
+      // window + 1 block per row (entries outside the window -1). Rows 0 and
+      // 1 share their first half of full-attention blocks (a prefix-cache hit).
+      std::vector<SeqWork> a(rows), m(rows);
+      for (int side = 0; side < 2; ++side)
+        for (int r = 0; r < rows; ++r) {
+          SeqWork& w = side == 0 ? a[r] : m[r];
+          w.seq_id = side * 100 + r;
+          w.tokens = {static_cast<int32_t>(17 + r)};
+          w.start_pos = context - 1 - 7 * r;
+          w.block_tables.assign(kv.groups.size(), {});
+          const int row_slot = side * rows + r;
+          for (size_t g = 0; g < kv.groups.size(); ++g) {
+            const KvGroupSpec& gs = kv.groups[g];
+            const int need = (w.start_pos + 64 + bs) / bs + 1;
+            if (gs.window > 0) {
+              const int ring = gs.window / bs + 2;
+              for (int i = 0; i < need; ++i) w.block_tables[g].push_back(row_slot * ring + i % ring);
+            } else {
+              const int per = (max_ctx + 64) / bs + 1;
+              for (int i = 0; i < need; ++i) {
+                const bool shared = r == 1 && i < need / 2;
+                w.block_tables[g].push_back((shared ? side * rows : row_slot) * per + i);
+              }
+            }
+          }
+        }
+      // Side B's blocks start as copies of side A's.
+      for (int r = 0; r < rows; ++r)
+        for (size_t g = 0; g < kv.groups.size(); ++g)
+          for (size_t i = 0; i < a[r].block_tables[g].size(); ++i)
+            if (a[r].block_tables[g][i] != m[r].block_tables[g][i])
+              ASSERT_OK(copy_block(static_cast<int>(g), a[r].block_tables[g][i], m[r].block_tables[g][i]));
+      double worst = 0;
+      int top1_checked = 0, top1_equal = 0, routes_checked = 0, routes_equal = 0;
+      for (int step = 0; step < 64; ++step) {
+        if (step == 32 && rows > 1) {
+          // Row 2 (or 1) of side B moves to fresh blocks holding the same K/V, as after a preemption and recompute.
+          const int r = rows - 1;
+          for (size_t g = 0; g < kv.groups.size(); ++g)
+            for (auto& id : m[r].block_tables[g]) {
+              const int32_t fresh = id + static_cast<int32_t>((2 * max_rows) * ((max_ctx + 64) / bs + 1) / 2);
+              if (fresh < kv.groups[g].num_blocks && kv.groups[g].window == 0) {
+                ASSERT_OK(copy_block(static_cast<int>(g), id, fresh));
+                id = fresh;
+              }
+            }
+        }
+        StepResult ra, rm;
+        ASSERT_OK(b.set_decode_path(DecodePath::kLayered));
+        ASSERT_OK(b.step(a, &ra));
+        std::vector<std::vector<int32_t>> routes_a(cfg->n_layers);
+        for (int l = 0; l < cfg->n_layers; ++l) ASSERT_OK(b.layered().last_routing(l, &routes_a[l]));
+        ASSERT_OK(b.set_decode_path(DecodePath::kMegakernel));
+        ASSERT_OK(b.step(m, &rm));
+        for (int r = 0; r < rows; ++r) {
+          const double e = rel_err(rm.logits[r], ra.logits[r]);
+          worst = std::max(worst, e);
+          EXPECT_LT(e, 2e-2) << "step " << step << " row " << r;
+          int ta = 0, tm = 0;
+          if (margin(ra.logits[r], &ta) > 0.02) {
+            margin(rm.logits[r], &tm);
+            ++top1_checked;
+            top1_equal += ta == tm;
+            EXPECT_EQ(tm, ta) << "top-1 with a wide margin, step " << step << " row " << r;
+          }
+        }
+        for (int l = 0; l < cfg->n_layers; ++l) {
+          if (!cfg->layers[l].moe) continue;
+          std::vector<int32_t> ids;
+          std::vector<float> logits;
+          ASSERT_OK(mk.last_routing(l, &ids, &logits));
+          const int K = cfg->top_k, E = cfg->n_experts;
+          for (int r = 0; r < rows; ++r) {
+            // The gap between the k-th and (k+1)-th router score of the row.
+            std::vector<float> sc(logits.begin() + r * E, logits.begin() + (r + 1) * E);
+            std::sort(sc.begin(), sc.end(), std::greater<float>());
+            if (sc[K - 1] - sc[K] < 1e-2f * std::fabs(sc[0])) continue;
+            std::vector<int32_t> x(ids.begin() + r * K, ids.begin() + (r + 1) * K), y(routes_a[l].begin() + r * K,
+                                                                                          routes_a[l].begin() + (r + 1) * K);
+            std::sort(x.begin(), x.end());
+            std::sort(y.begin(), y.end());
+            ++routes_checked;
+            routes_equal += x == y;
+            EXPECT_EQ(x, y) << "experts, step " << step << " layer " << l << " row " << r;
+          }
+        }
+        for (int r = 0; r < rows; ++r) {
+          const int32_t next = static_cast<int32_t>(std::max_element(ra.logits[r].begin(), ra.logits[r].end()) -
+                                                    ra.logits[r].begin());
+          for (auto* w : {&a[r], &m[r]}) {
+            w->start_pos += 1;
+            w->tokens = {next};
+            for (size_t g = 0; g < kv.groups.size(); ++g) {
+              auto& t = w->block_tables[g];
+              const KvGroupSpec& gs = kv.groups[g];
+              if (gs.window > 0) {  // entries wholly outside the window become -1
+                const int first_live = std::max(0, w->start_pos - gs.window + 1) / bs;
+                for (int i = 0; i < first_live && i < static_cast<int>(t.size()); ++i) t[i] = -1;
+              }
+            }
+          }
+        }
+      }
+      std::printf("[mk nmc] rows %d context %d: worst logits rel err vs layered %.2e; top-1 %d/%d equal where the "
+                  "margin > 2%%; experts %d/%d equal where the k/k+1 gap > 1%%\n",
+                  rows, context, worst, top1_equal, top1_checked, routes_equal, routes_checked);
+    }
+}
+
+}  // namespace
+}  // namespace ms::gpu::test

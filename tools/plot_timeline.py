@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Per-SM timeline of one megakernel step as an SVG (no dependencies).
+
+Input: the JSON `megaserve bench decode --timeline FILE` writes (one entry per
+instruction: sm, index, op, layer, start_ns, ready_ns, end_ns). Each SM is a
+row; an instruction is a bar from its start to its end, coloured by opcode,
+with the part spent waiting on its dependencies (start -> ready) drawn pale.
+
+Usage: tools/plot_timeline.py timeline.json docs/megakernel-timeline.svg
+"""
+import json
+import sys
+
+COLORS = {
+    "norm": "#6b6b6b", "final_norm": "#6b6b6b", "qkv": "#1f77b4", "attention": "#d62728",
+    "attn_combine": "#ff9896", "o_proj": "#2ca02c", "router": "#9467bd", "route": "#c5b0d5",
+    "expert_gate_up": "#ff7f0e", "expert_down": "#ffbb78", "dense_gate_up": "#8c564b",
+    "dense_down": "#c49c94", "lm_head": "#17becf", "barrier": "#000000", "nop": "#ffffff",
+}
+
+
+def main(src, dst):
+    with open(src) as f:
+        data = json.load(f)
+    ins = data["instructions"]
+    n_sm = data["n_sm"]
+    t_end = max(i["end_ns"] for i in ins) or 1
+    width, row_h, left, top = 1400, 6, 60, 40
+    height = top + n_sm * row_h + 60
+    scale = (width - left - 20) / t_end
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+           f'font-size="11">',
+           f'<text x="{left}" y="16">megakernel step: batch {data["batch"]}, context {data["context"]}, '
+           f'{n_sm} SMs, {t_end / 1000:.1f} us (pale: waiting on dependencies)</text>']
+    for i in ins:
+        y = top + i["sm"] * row_h
+        x0 = left + i["start_ns"] * scale
+        xr = left + i["ready_ns"] * scale
+        x1 = left + i["end_ns"] * scale
+        c = COLORS.get(i["op"], "#bbbbbb")
+        if xr > x0:
+            out.append(f'<rect x="{x0:.2f}" y="{y}" width="{xr - x0:.2f}" height="{row_h - 1}" fill="{c}" '
+                       f'opacity="0.25"/>')
+        out.append(f'<rect x="{xr:.2f}" y="{y}" width="{max(x1 - xr, 0.3):.2f}" height="{row_h - 1}" fill="{c}">'
+                   f'<title>SM {i["sm"]} #{i["index"]} L{i["layer"]} {i["op"]}: {(i["end_ns"] - i["start_ns"]) / 1000:.2f} us'
+                   f'</title></rect>')
+    for k in range(0, 11):
+        x = left + k * (width - left - 20) / 10
+        out.append(f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{top + n_sm * row_h}" stroke="#ddd"/>')
+        out.append(f'<text x="{x:.1f}" y="{top + n_sm * row_h + 14}" text-anchor="middle">'
+                   f'{k * t_end / 10000:.0f} us</text>')
+    lx = left
+    for name, c in COLORS.items():
+        if name in ("nop", "final_norm"):
+            continue
+        out.append(f'<rect x="{lx}" y="{height - 22}" width="10" height="10" fill="{c}"/>'
+                   f'<text x="{lx + 13}" y="{height - 13}">{name}</text>')
+        lx += 13 + 7 * len(name) + 12
+    out.append(f'<text x="4" y="{top + 8}">SM 0</text><text x="4" y="{top + n_sm * row_h}">SM {n_sm - 1}</text>')
+    out.append("</svg>")
+    with open(dst, "w") as f:
+        f.write("\n".join(out))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2])
