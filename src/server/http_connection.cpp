@@ -21,7 +21,10 @@ using tcp = net::ip::tcp;
 namespace {
 
 constexpr size_t kReadChunk = 16384;
-constexpr size_t kLingerBytes = size_t(1) << 20;
+// The lingering close drops what the client still sends for this long (it
+// costs a 16 KiB read buffer, not memory per byte): a client uploading a body
+// we refused early must get to the end of its upload, or the reset from
+// closing on unread data destroys our answer before it reads it.
 constexpr auto kLingerTime = std::chrono::seconds(2);
 
 HttpResponse error_response(int status, const std::string& message, const std::string& code,
@@ -435,9 +438,9 @@ void Connection::linger_close() {
 void Connection::linger_read() {
   socket_.async_read_some(buffer_.prepare(kReadChunk), [self = shared_from_this()](beast::error_code ec, size_t n) {
     if (self->phase_ == Phase::kClosed) return;
-    self->lingered_ += n;
+    (void)n;
     self->buffer_.clear();
-    if (ec || self->lingered_ > kLingerBytes) return self->close_now();
+    if (ec) return self->close_now();
     self->linger_read();
   });
 }

@@ -117,7 +117,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool overflow_;
   bool write_failed_ = false;
   int requests_ = 0;            // requests answered on this connection
-  size_t lingered_ = 0;         // bytes dropped during the lingering close
   Clock::time_point accepted_;
   Clock::time_point request_deadline_;
   std::string out_;             // the response being written by the I/O thread

@@ -23,6 +23,7 @@
 
 #include "server/http_server.h"
 #include "raw_http_client.h"
+#include <zlib.h>
 
 namespace ms::server {
 namespace {
@@ -544,6 +545,43 @@ TEST(HttpTransport, UnknownPathsAndMethods) {
   RawResponse next = c.read_response();
   EXPECT_EQ(next.status, 200) << "HEAD must not send a body";
   EXPECT_EQ(next.body, "pong");
+}
+
+}  // namespace
+}  // namespace ms::server
+
+namespace ms::server {
+namespace {
+
+TEST(HttpTransport, GzipBodyIsDecodedAndABombIsRefusedAtTheLimit) {
+  HttpOptions o;
+  o.max_body_bytes = 1 << 20;
+  TestServer ts(o);
+  auto deflate_gzip = [](const std::string& data) {
+    z_stream s{};
+    deflateInit2(&s, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY);
+    std::string out(deflateBound(&s, data.size()) + 64, '\0');
+    s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+    s.avail_in = static_cast<uInt>(data.size());
+    s.next_out = reinterpret_cast<Bytef*>(out.data());
+    s.avail_out = static_cast<uInt>(out.size());
+    deflate(&s, Z_FINISH);
+    out.resize(out.size() - s.avail_out);
+    deflateEnd(&s);
+    return out;
+  };
+  RawClient c(ts.port());
+  ASSERT_TRUE(c.send(post("/echo", deflate_gzip("hello gzip"), "Content-Encoding: gzip\r\n")));
+  RawResponse r = c.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hello gzip");
+
+  std::string bomb = deflate_gzip(std::string(size_t(64) << 20, 'a'));  // 64 MiB -> ~64 KiB
+  RawClient b(ts.port());
+  b.send(post("/echo", bomb, "Content-Encoding: gzip\r\n"));
+  RawResponse br = b.read_response();
+  EXPECT_EQ(br.status, 413);
+  EXPECT_NE(br.body.find("decodes to more than"), std::string::npos) << br.body;
 }
 
 }  // namespace
