@@ -220,22 +220,22 @@ void install_api_routes(HttpServer& server, ServerContext& ctx, const LoadProgre
     if (ctx.metrics) ctx.metrics->count_request(endpoint_label(req.path), status);
     MS_LOG(Debug) << req.method << " " << req.path << " -> " << status;
   });
-  auto worker = [](std::string path, RouteHandler h) {
+  // Routes that compute run on a handler thread; GET routes answer on the I/O thread.
+  auto add = [&server](const char* method, const char* path, RouteHandler h, bool worker = false) -> Route& {
     Route r;
-    r.method = "POST";
-    r.path = std::move(path);
+    r.method = method;
+    r.path = path;
     r.handler = std::move(h);
-    r.on_worker = true;
-    return r;
+    r.on_worker = worker;
+    server.add_route(std::move(r));
+    return server.last_route();
   };
-  server.add_route(worker("/v1/chat/completions", [&ctx](const HttpRequest& req, Exchange& ex) {
-    generate(ctx, Endpoint::kChat, req, ex);
-  }));
-  server.add_route(worker("/v1/completions", [&ctx](const HttpRequest& req, Exchange& ex) {
-    generate(ctx, Endpoint::kCompletions, req, ex);
-  }));
-  server.add_route(worker("/tokenize", [&ctx](const HttpRequest& req, Exchange& ex) { tokenize(ctx, req, ex); }));
-  server.add_route(worker("/detokenize", [&ctx](const HttpRequest& req, Exchange& ex) { detokenize(ctx, req, ex); }));
+  add("POST", "/v1/chat/completions",
+      [&ctx](const HttpRequest& req, Exchange& ex) { generate(ctx, Endpoint::kChat, req, ex); }, true);
+  add("POST", "/v1/completions",
+      [&ctx](const HttpRequest& req, Exchange& ex) { generate(ctx, Endpoint::kCompletions, req, ex); }, true);
+  add("POST", "/tokenize", [&ctx](const HttpRequest& req, Exchange& ex) { tokenize(ctx, req, ex); }, true);
+  add("POST", "/detokenize", [&ctx](const HttpRequest& req, Exchange& ex) { detokenize(ctx, req, ex); }, true);
 
   auto model_card = [&ctx] {
     Json m = Json::object();
@@ -246,55 +246,37 @@ void install_api_routes(HttpServer& server, ServerContext& ctx, const LoadProgre
     m["max_model_len"] = ctx.engine->max_model_len();
     return m;
   };
-  Route models;
-  models.method = "GET";
-  models.path = "/v1/models";
-  models.handler = [model_card](const HttpRequest&, Exchange& ex) {
+  add("GET", "/v1/models", [model_card](const HttpRequest&, Exchange& ex) {
     send_json(ex, Json{{"object", "list"}, {"data", Json::array({model_card()})}});
-  };
-  server.add_route(models);
-  Route model = models;
-  model.path = "/v1/models/";
-  model.prefix = true;
-  model.handler = [&ctx, model_card](const HttpRequest& req, Exchange& ex) {
+  });
+  add("GET", "/v1/models/", [&ctx, model_card](const HttpRequest& req, Exchange& ex) {
     std::string id = req.path.substr(std::string("/v1/models/").size());
     if (id != ctx.model_name) {
       return send_error(ex, not_found_error("The model `" + id + "` does not exist.", "model_not_found"));
     }
     send_json(ex, model_card());
-  };
-  server.add_route(model);
+  }).prefix = true;
+  add("GET", "/version", [](const HttpRequest&, Exchange& ex) {
+    send_json(ex, Json{{"version", "megaserve 0.1"}});
+  }).needs_model = false;
 
-  Route version;
-  version.method = "GET";
-  version.path = "/version";
-  version.needs_model = false;
-  version.handler = [](const HttpRequest&, Exchange& ex) { send_json(ex, Json{{"version", "megaserve 0.1"}}); };
-  server.add_route(version);
-
-  Route h;
-  h.method = "GET";
-  h.path = "/health";
+  Route& h = add("GET", "/health", [&server, &ctx, &progress](const HttpRequest&, Exchange& ex) {
+    health(server, ctx, progress, ex);
+  });
   h.needs_auth = false;
   h.needs_model = false;
   h.essential = true;
-  h.handler = [&server, &ctx, &progress](const HttpRequest&, Exchange& ex) { health(server, ctx, progress, ex); };
-  server.add_route(h);
 
-  Route metrics;
-  metrics.method = "GET";
-  metrics.path = "/metrics";
-  metrics.needs_model = false;
-  metrics.essential = true;
-  metrics.handler = [&server, &ctx](const HttpRequest&, Exchange& ex) {
+  Route& m = add("GET", "/metrics", [&server, &ctx](const HttpRequest&, Exchange& ex) {
     HttpResponse res;
     res.content_type = "text/plain; version=0.0.4";
     res.body = transport_metrics(server);
     // The engine's part exists once the model is loaded.
     if (server.state() != ServerState::kLoading && ctx.metrics) res.body += ctx.metrics->render(ctx.engine->stats());
     ex.respond(std::move(res));
-  };
-  server.add_route(metrics);
+  });
+  m.needs_model = false;
+  m.essential = true;
 }
 
 }  // namespace ms::server

@@ -113,6 +113,8 @@ HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::add_route(Route route) { impl_->core.routes.push_back(std::move(route)); }
 
+Route& HttpServer::last_route() { return impl_->core.routes.back(); }
+
 void HttpServer::set_observer(std::function<void(const HttpRequest&, int)> observer) {
   impl_->core.observer = std::move(observer);
 }

@@ -130,6 +130,7 @@ class HttpServer {
 
   // Before start().
   void add_route(Route route);
+  Route& last_route();  // the route added last, to adjust its flags
   // Called after every request with its final status (499 for an abandoned
   // one), from the thread that answered it.
   void set_observer(std::function<void(const HttpRequest&, int status)> observer);

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "server/http_server.h"
+#include "gzip_for_tests.h"
 #include "raw_http_client.h"
-#include <zlib.h>
 
 namespace ms::server {
 namespace {
@@ -557,19 +557,7 @@ TEST(HttpTransport, GzipBodyIsDecodedAndABombIsRefusedAtTheLimit) {
   HttpOptions o;
   o.max_body_bytes = 1 << 20;
   TestServer ts(o);
-  auto deflate_gzip = [](const std::string& data) {
-    z_stream s{};
-    deflateInit2(&s, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY);
-    std::string out(deflateBound(&s, data.size()) + 64, '\0');
-    s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-    s.avail_in = static_cast<uInt>(data.size());
-    s.next_out = reinterpret_cast<Bytef*>(out.data());
-    s.avail_out = static_cast<uInt>(out.size());
-    deflate(&s, Z_FINISH);
-    out.resize(out.size() - s.avail_out);
-    deflateEnd(&s);
-    return out;
-  };
+  auto deflate_gzip = [](const std::string& data) { return testing::compress(data); };
   RawClient c(ts.port());
   ASSERT_TRUE(c.send(post("/echo", deflate_gzip("hello gzip"), "Content-Encoding: gzip\r\n")));
   RawResponse r = c.read_response();

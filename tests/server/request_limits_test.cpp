@@ -2,34 +2,22 @@
 // gzip / deflate body decoder (a bomb stops at the limit, not after it is
 // inflated) and the CORS origin policy.
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <string>
 
 #include "server/body_decoder.h"
 #include "server/cors.h"
+#include "gzip_for_tests.h"
 
 namespace ms::server {
 namespace {
 
-std::string gzip(const std::string& data, bool gzip_header = true) {
-  z_stream s{};
-  deflateInit2(&s, 9, Z_DEFLATED, gzip_header ? 15 + 16 : 15, 9, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&s, data.size()) + 64, '\0');
-  s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  s.avail_in = static_cast<uInt>(data.size());
-  s.next_out = reinterpret_cast<Bytef*>(out.data());
-  s.avail_out = static_cast<uInt>(out.size());
-  deflate(&s, Z_FINISH);
-  out.resize(out.size() - s.avail_out);
-  deflateEnd(&s);
-  return out;
-}
+using testing::compress;
 
 TEST(BodyDecoder, GzipAndDeflateRoundTripInPieces) {
   const std::string text = "{\"prompt\": \"" + std::string(100000, 'x') + "\"}";
   for (bool gz : {true, false}) {
-    std::string z = gzip(text, gz), out;
+    std::string z = compress(text, gz), out;
     BodyDecoder d(gz ? ContentCoding::kGzip : ContentCoding::kDeflate, 1 << 20, &out);
     for (size_t i = 0; i < z.size(); i += 7) ASSERT_EQ(d.feed(std::string_view(z).substr(i, 7)), BodyDecoder::Result::kOk);
     EXPECT_EQ(d.finish(), BodyDecoder::Result::kOk);
@@ -41,7 +29,7 @@ TEST(BodyDecoder, BombStopsAtTheLimit) {
   // 64 MiB of zeros compress to ~64 KiB; the decoder must refuse once it
   // has produced the limit, holding no more than that.
   std::string zeros(size_t(64) << 20, '\0');
-  std::string z = gzip(zeros);
+  std::string z = compress(zeros);
   zeros.clear();
   zeros.shrink_to_fit();
   ASSERT_LT(z.size(), size_t(1) << 20);
@@ -57,7 +45,7 @@ TEST(BodyDecoder, CorruptTruncatedAndTrailingDataAreErrors) {
   std::string out;
   BodyDecoder bad(ContentCoding::kGzip, 1 << 20, &out);
   EXPECT_EQ(bad.feed("not gzip at all"), BodyDecoder::Result::kCorrupt);
-  std::string z = gzip("hello world");
+  std::string z = compress("hello world");
   BodyDecoder cut(ContentCoding::kGzip, 1 << 20, &out);
   EXPECT_EQ(cut.feed(std::string_view(z).substr(0, z.size() - 4)), BodyDecoder::Result::kOk);
   EXPECT_EQ(cut.finish(), BodyDecoder::Result::kCorrupt);
