@@ -3,6 +3,7 @@
 #include <boost/asio/error.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/error.hpp>
+#include <algorithm>
 
 namespace ms::server {
 
@@ -108,8 +109,11 @@ void RequestReader::on_header_impl(error_code& ec) {
 }
 
 void RequestReader::on_body_init_impl(const boost::optional<std::uint64_t>& content_length, error_code&) {
-  // Content-Length is at most max_body_bytes here (the parser checked it).
-  if (content_length && coding_ == ContentCoding::kIdentity) req_.body.reserve(static_cast<size_t>(*content_length));
+  // Memory follows the bytes that arrive, not what the client announces: a
+  // Content-Length (at most max_body_bytes here) reserves at most 64 KiB.
+  if (content_length && coding_ == ContentCoding::kIdentity) {
+    req_.body.reserve(static_cast<size_t>(std::min<std::uint64_t>(*content_length, 64 << 10)));
+  }
   decoder_ = std::make_unique<BodyDecoder>(coding_, limits_.max_body_bytes, &req_.body);
 }
 
