@@ -1,82 +1,30 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <chrono>
-#include <cstring>
-#include <set>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <thread>
 
 #include "core/log.h"
-#include "server/peer_socket.h"
+#include "server/http_connection.h"
 
 namespace ms::server {
-namespace {
 
-const char* kJson = "application/json";
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
-  res.set_content(e.to_json().dump(), kJson);
-}
-
-void send_json(httplib::Response& res, const Json& j, int status = 200) {
-  res.status = status;
-  res.set_content(j.dump(-1, ' ', false, Json::error_handler_t::replace), kJson);
-}
-
-// Parses the body as JSON; a body over the limit is a 413, a malformed one a 400.
-bool parse_body(const httplib::Request& req, httplib::Response& res, size_t max_bytes, Json* out) {
-  if (req.body.size() > max_bytes) {
-    ApiError e;
-    e.status = 413;
-    e.message = "Request body of " + std::to_string(req.body.size()) + " bytes is over the limit of " +
-                std::to_string(max_bytes) + " bytes";
-    e.code = "payload_too_large";
-    send_error(res, e);
-    return false;
+const char* server_state_name(ServerState s) {
+  switch (s) {
+    case ServerState::kLoading: return "loading";
+    case ServerState::kReady: return "ready";
+    case ServerState::kDraining: return "draining";
   }
-  *out = Json::parse(req.body, nullptr, false);
-  if (out->is_discarded()) {
-    send_error(res, bad_request("Malformed JSON in the request body", "", "invalid_json"));
-    return false;
-  }
-  return true;
+  return "?";
 }
-
-// Runs a handler with no exception escaping: anything thrown is a 500.
-template <typename F>
-void guarded(httplib::Response& res, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    MS_LOG(Error) << "handler exception: " << e.what();
-    send_error(res, internal_api_error(std::string("internal error: ") + e.what()));
-  } catch (...) {
-    send_error(res, internal_api_error("internal error"));
-  }
-}
-
-// Known routes and their methods, for 405 vs 404.
-const std::map<std::string, std::string>& routes() {
-  static const std::map<std::string, std::string> k = {
-      {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
-      {"/health", "GET"},               {"/metrics", "GET"},         {"/tokenize", "POST"},
-      {"/detokenize", "POST"},          {"/version", "GET"},         {"/v1/responses", "POST"}};
-  return k;
-}
-
-std::string endpoint_label(const std::string& path) {
-  if (routes().count(path)) return path;
-  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
-  if (path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
-  return "other";
-}
-
-}  // namespace
 
 bool check_bearer(const std::string& header, const std::string& key) {
   const std::string want = "Bearer " + key;
@@ -86,313 +34,202 @@ bool check_bearer(const std::string& header, const std::string& key) {
   return diff == 0;
 }
 
-HttpServer::HttpServer(ServerContext& ctx, HttpOptions options)
-    : ctx_(ctx), options_(std::move(options)), server_(std::make_unique<httplib::Server>()) {
-  install_routes();
-}
+// Member order matters: io is destroyed before core, because destroying it
+// destroys pending handlers, whose connections unregister from core.
+struct HttpServer::Impl {
+  explicit Impl(HttpOptions o) : core(std::move(o)), acceptor(io), retry(io) { core.io = &io; }
 
-HttpServer::~HttpServer() {
-  stop();
-  // httplib closes the listening socket only when it has listened on it.
-  if (!ran_ && listen_fd_ >= 0) ::close(listen_fd_);
-}
+  void accept();
+  void on_accept(tcp::socket socket);
+  void close_all();
 
-void HttpServer::install_routes() {
-  httplib::Server& s = *server_;
-  const int threads = options_.threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  // httplib answers bodies over its limit with 413 and closes while the client
-  // may still be sending, so the client can see a reset instead of the
-  // answer. Bodies up to 1 MiB over our limit are therefore read in full and
-  // rejected by parse_body with a clean 413; only larger ones hit httplib's.
-  s.set_payload_max_length(options_.max_body_bytes + (size_t(1) << 20));
-  s.set_read_timeout(options_.read_timeout_s, 0);
-  s.set_write_timeout(options_.write_timeout_s, 0);
-  s.set_keep_alive_timeout(options_.keep_alive_timeout_s);
-  s.set_keep_alive_max_count(options_.keep_alive_max);
-  s.set_tcp_nodelay(true);
-  // httplib's default socket options set SO_REUSEPORT, which lets a second
-  // server bind a port that one already listens on (the two then split the
-  // connections); SO_REUSEADDR only allows rebinding over TIME_WAIT. The
-  // callback also records the listening fd so bind() can raise its backlog.
-  s.set_socket_options([this](int fd) {
-    int yes = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    listen_fd_ = fd;
-  });
+  ServerCore core;
+  net::io_context io{1};
+  tcp::acceptor acceptor;
+  net::steady_timer retry;  // accept() after running out of file descriptors
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> guard;
+  std::thread thread;
+  bool started = false, stopped = false;
+};
 
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    if (check_bearer(req.get_header_value("Authorization"), options_.api_key)) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    ApiError e;
-    e.status = 401;
-    e.type = "authentication_error";
-    e.code = "invalid_api_key";
-    e.message = "Missing or invalid API key (expected 'Authorization: Bearer <key>')";
-    send_error(res, e);
-    res.set_header("WWW-Authenticate", "Bearer");
-    return httplib::Server::HandlerResponse::Handled;
-  });
-
-  // Fills in OpenAI error bodies for failures httplib produced itself (no
-  // route, payload too large, bad request line); our own errors have a body.
-  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    ApiError e;
-    e.status = res.status;
-    if (res.status == 404) {
-      auto it = routes().find(req.path);
-      if (it != routes().end() && it->second != req.method) {
-        e.status = 405;
-        e.message = "Method " + req.method + " is not allowed on " + req.path + " (use " + it->second + ")";
-        e.code = "method_not_allowed";
-        res.set_header("Allow", it->second);
-      } else {
-        e.type = "not_found_error";
-        e.message = "Not found: " + req.method + " " + req.path;
-        e.code = "not_found";
-      }
-    } else if (res.status == 413) {
-      e.message = "Request body too large";
-      e.code = "payload_too_large";
-    } else if (res.status == 400) {
-      e.message = "Bad request";
-    } else {
-      e.type = res.status >= 500 ? "internal_server_error" : "invalid_request_error";
-      e.message = "HTTP error " + std::to_string(res.status);
-    }
-    send_error(res, e);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "internal error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    send_error(res, internal_api_error(what));
-  });
-
-  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    if (ctx_.metrics) ctx_.metrics->count_request(endpoint_label(req.path), res.status);
-    MS_LOG(Debug) << req.method << " " << req.path << " -> " << res.status;
-  });
-
-  auto generation = [this](Endpoint ep) {
-    return [this, ep](const httplib::Request& req, httplib::Response& res) {
-      guarded(res, [&] {
-        Json body;
-        if (!parse_body(req, res, options_.max_body_bytes, &body)) return;
-        std::shared_ptr<Generation> gen;
-        ApiError err = Generation::start(ctx_, ep, body, &gen);
-        if (!err.ok()) return send_error(res, err);
-        if (!gen->stream()) {
-          Json out;
-          // Non-streaming handlers write nothing until the end: probe the
-          // connection between waits so a vanished client frees its KV now.
-          int fd = find_peer_socket(req.remote_addr, req.remote_port, req.local_port);
-          err = gen->run_to_completion(&out, [fd] { return peer_closed(fd); });
-          if (!err.ok()) return send_error(res, err);
-          return send_json(res, out);
-        }
-        res.status = 200;
-        res.set_header("Cache-Control", "no-cache");
-        res.set_header("X-Accel-Buffering", "no");
-        res.set_chunked_content_provider(
-            "text/event-stream",
-            [gen](size_t, httplib::DataSink& sink) {
-              bool ok = true;
-              try {
-                gen->run_streaming([&](const std::string& s) {
-                  ok = ok && sink.write(s.data(), s.size());
-                  return ok;
-                });
-              } catch (const std::exception& e) {
-                MS_LOG(Error) << "stream exception: " << e.what();
-                gen->cancel();
-                ok = false;
-              }
-              if (ok) sink.done();
-              return ok;
-            },
-            [gen](bool) { gen->cancel(); });
+void HttpServer::Impl::accept() {
+  acceptor.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+    if (ec) {
+      // EMFILE / ENFILE: the connection stays queued; try again shortly
+      // instead of spinning on the same error.
+      MS_LOG(Warn) << "accept: " << ec.message();
+      retry.expires_after(std::chrono::milliseconds(50));
+      retry.async_wait([this](boost::system::error_code e) {
+        if (!e) accept();
       });
-    };
-  };
-  s.Post("/v1/chat/completions", generation(Endpoint::kChat));
-  s.Post("/v1/completions", generation(Endpoint::kCompletions));
-  s.Post("/v1/responses", generation(Endpoint::kResponses));
-  // Stored responses (store: true): retrieve and delete, as OpenAI's API.
-  s.Get(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
-      auto r = ctx_.response_store.get(req.matches[1]);
-      if (!r) return send_error(res, not_found_error("Response with id '" + std::string(req.matches[1]) + "' not found.", "response_not_found"));
-      send_json(res, r->response);
-    });
-  });
-  s.Delete(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
-      std::string id = req.matches[1];
-      if (!ctx_.response_store.erase(id)) return send_error(res, not_found_error("Response with id '" + id + "' not found.", "response_not_found"));
-      send_json(res, Json{{"id", id}, {"object", "response"}, {"deleted", true}});
-    });
-  });
-
-  auto model_card = [this] {
-    Json m = Json::object();
-    m["id"] = ctx_.model_name;
-    m["object"] = "model";
-    m["created"] = ctx_.started_at;
-    m["owned_by"] = "megaserve";
-    m["max_model_len"] = ctx_.engine->max_model_len();
-    return m;
-  };
-  s.Get("/v1/models", [model_card](const httplib::Request&, httplib::Response& res) {
-    guarded(res, [&] { send_json(res, Json{{"object", "list"}, {"data", Json::array({model_card()})}}); });
-  });
-  s.Get(R"(/v1/models/(.+))", [this, model_card](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
-      if (req.matches[1] != ctx_.model_name) {
-        return send_error(res, not_found_error("The model `" + std::string(req.matches[1]) + "` does not exist.",
-                                               "model_not_found"));
-      }
-      send_json(res, model_card());
-    });
-  });
-
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    guarded(res, [&] {
-      EngineStats st = ctx_.engine->stats();
-      if (ctx_.shutting_down) {
-        ApiError e = api_error_from_status(unavailable("shutting down"));
-        return send_error(res, e);
-      }
-      if (!st.healthy) return send_error(res, api_error_from_status(unavailable("unhealthy: " + st.unhealthy_reason)));
-      send_json(res, Json{{"status", "ok"}});
-    });
-  });
-  s.Get("/version", [](const httplib::Request&, httplib::Response& res) {
-    send_json(res, Json{{"version", "megaserve 0.1"}});
-  });
-
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    guarded(res, [&] {
-      res.set_content(ctx_.metrics->render(ctx_.engine->stats()), "text/plain; version=0.0.4");
-    });
-  });
-
-  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
-      Json body;
-      if (!parse_body(req, res, options_.max_body_bytes, &body)) return;
-      if (!body.is_object()) return send_error(res, bad_request("the request body must be a JSON object"));
-      for (auto it = body.begin(); it != body.end(); ++it) {
-        static const std::set<std::string> kKnown = {"model", "prompt", "messages", "add_special_tokens",
-                                                     "add_generation_prompt"};
-        if (!kKnown.count(it.key())) {
-          return send_error(res, bad_request("Unsupported parameter: '" + it.key() + "'", it.key(), "unsupported_parameter"));
-        }
-      }
-      if (auto m = body.find("model"); m != body.end() && m->is_string() && *m != ctx_.model_name) {
-        return send_error(res, not_found_error("The model `" + m->get<std::string>() + "` does not exist.", "model_not_found"));
-      }
-      std::vector<int32_t> ids;
-      auto p = body.find("prompt");
-      auto msgs = body.find("messages");
-      if (p != body.end()) {
-        if (!p->is_string()) return send_error(res, bad_request("'prompt' must be a string", "prompt", "invalid_type"));
-        bool add = true;
-        if (auto a = body.find("add_special_tokens"); a != body.end()) {
-          if (!a->is_boolean()) return send_error(res, bad_request("'add_special_tokens' must be a boolean", "add_special_tokens", "invalid_type"));
-          add = a->get<bool>();
-        }
-        ids = ctx_.tokenizer->encode(p->get<std::string>(), add);
-      } else if (msgs != body.end()) {
-        Json chat = Json::object();
-        chat["messages"] = *msgs;
-        if (auto a = body.find("add_generation_prompt"); a != body.end()) chat["add_generation_prompt"] = *a;
-        GenRequest gr;
-        ApiError e = parse_chat_request(chat, ctx_.limits, &gr);
-        if (!e.ok()) return send_error(res, e);
-        if (!ctx_.chat_template) return send_error(res, bad_request("this model has no chat template", "messages"));
-        Json context = Json::object();
-        context["messages"] = gr.messages;
-        context["add_generation_prompt"] = gr.add_generation_prompt;
-        context["bos_token"] = ctx_.tokenizer->bos_token();
-        context["eos_token"] = ctx_.tokenizer->eos_token();
-        auto text = ctx_.chat_template->render(context);
-        if (!text.is_ok()) return send_error(res, bad_request("chat template error: " + text.status().message(), "messages"));
-        ids = ctx_.tokenizer->encode(text.value(), false);
-      } else {
-        return send_error(res, bad_request("'prompt' or 'messages' is required", "prompt", "missing_required_parameter"));
-      }
-      send_json(res, Json{{"count", ids.size()}, {"max_model_len", ctx_.engine->max_model_len()}, {"tokens", ids}});
-    });
-  });
-
-  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
-      Json body;
-      if (!parse_body(req, res, options_.max_body_bytes, &body)) return;
-      if (!body.is_object()) return send_error(res, bad_request("the request body must be a JSON object"));
-      auto t = body.find("tokens");
-      if (t == body.end() || !t->is_array()) {
-        return send_error(res, bad_request("'tokens' must be an array of token ids", "tokens", "invalid_type"));
-      }
-      std::vector<int32_t> ids;
-      const int64_t vocab = ctx_.tokenizer->vocab_size();
-      for (size_t i = 0; i < t->size(); ++i) {
-        const Json& v = (*t)[i];
-        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab) {
-          return send_error(res, bad_request("'tokens[" + std::to_string(i) + "]' must be a token id in [0, " +
-                                                 std::to_string(vocab) + ")",
-                                             "tokens", "invalid_value"));
-        }
-        ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
-      }
-      send_json(res, Json{{"prompt", ctx_.tokenizer->decode(ids, false)}});
-    });
+      return;
+    }
+    on_accept(std::move(socket));
+    accept();
   });
 }
+
+void HttpServer::Impl::on_accept(tcp::socket socket) {
+  boost::system::error_code ec;
+  socket.set_option(tcp::no_delay(true), ec);
+  bool overflow = core.open >= core.options.max_connections;
+  if (overflow) ++core.rejected;
+  if (overflow && core.overflow_open >= kOverflowConnections) {
+    // Far over the cap: a canned answer without reading the request (it
+    // fits any socket buffer), then close.
+    static const std::string k503 = [] {
+      const std::string body =
+          "{\"error\":{\"message\":\"Too many open connections; retry later\",\"type\":\"service_unavailable\","
+          "\"param\":null,\"code\":\"too_many_connections\"}}";
+      return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+             "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    }();
+    (void)::send(socket.native_handle(), k503.data(), k503.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
+    return;
+  }
+  std::make_shared<Connection>(core, std::move(socket), overflow)->start();
+}
+
+void HttpServer::Impl::close_all() {
+  boost::system::error_code ec;
+  acceptor.close(ec);
+  retry.cancel();
+  std::vector<std::shared_ptr<Connection>> conns;
+  {
+    std::lock_guard<std::mutex> l(core.mu);
+    for (auto& [p, w] : core.connections) {
+      if (auto c = w.lock()) conns.push_back(std::move(c));
+    }
+  }
+  for (auto& c : conns) c->close_now();
+}
+
+HttpServer::HttpServer(HttpOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::add_route(Route route) { impl_->core.routes.push_back(std::move(route)); }
+
+Route& HttpServer::last_route() { return impl_->core.routes.back(); }
+
+void HttpServer::set_observer(std::function<void(const HttpRequest&, int)> observer) {
+  impl_->core.observer = std::move(observer);
+}
+
+const HttpOptions& HttpServer::options() const { return impl_->core.options; }
 
 Status HttpServer::bind() {
-  if (options_.port == 0) {
-    port_ = server_->bind_to_any_port(options_.host);
-    if (port_ <= 0) {
-      listen_fd_ = -1;  // httplib closed it
-      return unavailable("cannot bind " + options_.host + " to any port");
-    }
-  } else {
-    if (!server_->bind_to_port(options_.host, options_.port)) {
-      listen_fd_ = -1;  // httplib closed it
-      return unavailable("cannot bind " + options_.host + ":" + std::to_string(options_.port) +
-                         " (in use, or no permission)");
-    }
-    port_ = options_.port;
+  const HttpOptions& o = impl_->core.options;
+  const std::string where = o.host + ":" + std::to_string(o.port);
+  boost::system::error_code ec;
+  net::ip::address addr = net::ip::make_address(o.host == "localhost" ? "127.0.0.1" : o.host, ec);
+  if (ec) return invalid_argument("--host: '" + o.host + "' is not an IP address");
+  tcp::endpoint ep(addr, static_cast<unsigned short>(o.port));
+  tcp::acceptor& a = impl_->acceptor;
+  a.open(ep.protocol(), ec);
+  // SO_REUSEADDR only allows rebinding over TIME_WAIT; a port that another
+  // server listens on stays an error (no SO_REUSEPORT).
+  if (!ec) a.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) a.bind(ep, ec);
+  if (ec) {
+    a.close();
+    return unavailable("cannot bind " + where + " (" + ec.message() + ")");
   }
-  // httplib 0.11 listens with a backlog of 5: a burst of new connections
-  // (64 clients opening at once) overflows the accept queue and the kernel
-  // drops SYNs and handshake ACKs, so clients stall for retransmits. Calling
-  // listen() again on the bound socket resizes the queue.
-  if (listen_fd_ < 0 || ::listen(listen_fd_, options_.listen_backlog) != 0) {
-    return unavailable("cannot set the listen backlog of " + options_.host + ":" + std::to_string(port_) + ": " +
-                       std::strerror(errno));
+  // A burst of new connections (64 clients opening at once) must queue in
+  // the kernel, not be dropped while the accept loop catches up.
+  a.listen(o.listen_backlog, ec);
+  if (ec) {
+    a.close();
+    return unavailable("cannot listen on " + where + ": " + ec.message());
   }
+  port_ = a.local_endpoint().port();
   return Status::ok();
 }
 
-void HttpServer::run() {
-  ran_ = true;
-  server_->listen_after_bind();
+void HttpServer::start() {
+  Impl& m = *impl_;
+  if (m.started || !m.acceptor.is_open()) return;
+  m.started = true;
+  // Every connection is a file descriptor: raise the soft limit toward the
+  // hard one so --max-connections is reachable (Debian's soft default is 1024).
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    rlim_t want = static_cast<rlim_t>(m.core.options.max_connections) + kOverflowConnections + 1024;
+    if (rl.rlim_cur < want) {
+      rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? want : std::min(want, rl.rlim_max);
+      setrlimit(RLIMIT_NOFILE, &rl);
+      getrlimit(RLIMIT_NOFILE, &rl);
+      if (rl.rlim_cur < want) {
+        MS_LOG(Warn) << "open-file limit " << rl.rlim_cur << " is below --max-connections "
+                     << m.core.options.max_connections << " plus headroom; raise it (ulimit -n)";
+      }
+    }
+  }
+  m.guard.emplace(m.io.get_executor());
+  m.accept();
+  m.thread = std::thread([&m] { m.io.run(); });
 }
 
+void HttpServer::set_state(ServerState s) { impl_->core.state = s; }
+
+ServerState HttpServer::state() const { return impl_->core.state; }
+
+void HttpServer::begin_drain() {
+  Impl& m = *impl_;
+  m.core.state = ServerState::kDraining;
+  if (!m.started) return;
+  net::post(m.io, [&m] {
+    std::vector<std::shared_ptr<Connection>> conns;
+    {
+      std::lock_guard<std::mutex> l(m.core.mu);
+      for (auto& [p, w] : m.core.connections) {
+        if (auto c = w.lock()) conns.push_back(std::move(c));
+      }
+    }
+    for (auto& c : conns) c->close_if_idle();
+  });
+}
+
+bool HttpServer::wait_idle(std::chrono::steady_clock::time_point deadline) {
+  while (impl_->core.in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return impl_->core.in_flight == 0;
+}
+
+void HttpServer::abort_in_flight() { impl_->core.abort = true; }
+
 void HttpServer::stop() {
-  if (server_ && server_->is_running()) server_->stop();
+  Impl& m = *impl_;
+  if (m.stopped) return;
+  m.stopped = true;
+  m.core.abort = true;
+  m.core.pool.shutdown();  // handlers see abort and return; they hand their sockets back first
+  if (!m.started) {
+    boost::system::error_code ec;
+    m.acceptor.close(ec);
+    return;
+  }
+  net::post(m.io, [&m] {
+    m.close_all();
+    m.guard.reset();
+    m.io.stop();
+  });
+  m.thread.join();
+}
+
+HttpStats HttpServer::stats() const {
+  const ServerCore& c = impl_->core;
+  HttpStats s;
+  s.connections_open = c.open + c.overflow_open;
+  s.requests_in_flight = c.in_flight;
+  s.connections_rejected = c.rejected;
+  s.requests_busy_rejected = c.busy_rejected;
+  s.requests_timed_out = c.timed_out;
+  return s;
 }
 
 }  // namespace ms::server

@@ -1,22 +1,29 @@
-// Finding out, from inside a cpp-httplib handler, whether the client of the
-// current request has gone away. httplib 0.11 (Debian 12) gives handlers no
-// access to the connection's socket, and a non-streaming handler never writes
-// until the end; so the socket is found by its peer address (the worker
-// thread keeps the fd open while the handler runs, so it cannot be reused),
-// and probed with a non-blocking MSG_PEEK: EOF or a reset means the client
-// closed the connection and its request should be cancelled.
+// Whether the client of a connection is still there while its request is
+// being computed and nothing has been written yet (a non-streamed
+// completion). TCP cannot tell a client that half-closed after sending its
+// request (shutdown(SHUT_WR), waiting for the answer) from one that went
+// away: both read as end-of-file. So on end-of-file an HTTP/1.1 client is
+// sent an interim "100 Continue" response, which every HTTP/1.1 client must
+// accept and skip (RFC 9110 15.2); a client that is gone answers it with a
+// reset, one that half-closed reads past it and gets the real response.
+// HTTP/1.0 clients may not be sent 1xx responses: for them end-of-file alone
+// is not taken as gone, and their request runs to the end.
 #pragma once
-
-#include <string>
 
 namespace ms::server {
 
-// The fd of this process's connected TCP socket whose peer is
-// (remote_addr, remote_port) and whose local port is local_port; -1 if none.
-int find_peer_socket(const std::string& remote_addr, int remote_port, int local_port);
+class PeerProbe {
+ public:
+  PeerProbe(int fd, bool http11) : fd_(fd), http11_(http11) {}
+  // Non-blocking; true once the client is known to be gone (reset, or no
+  // longer reading). Data the client pipelined stays unread (MSG_PEEK).
+  bool gone();
 
-// True when the peer closed or reset the connection (data the client may have
-// pipelined stays in the buffer: MSG_PEEK).
-bool peer_closed(int fd);
+ private:
+  int fd_;
+  bool http11_;
+  bool probed_ = false;  // the interim response went out
+  bool gone_ = false;
+};
 
 }  // namespace ms::server

@@ -1,16 +1,22 @@
-// `megaserve serve`: flags -> ServeConfig -> load model, tokenizer and chat
-// template -> backend -> engine -> HTTP server; SIGINT / SIGTERM shut down
-// the engine (in-flight requests end with an error event) and then the server.
+// `megaserve serve`: flags -> ServeConfig -> HTTP server bound and serving
+// (/health says "loading") -> load model, tokenizer and chat template ->
+// backend -> engine -> ready. SIGINT / SIGTERM drain: new requests get 503,
+// in-flight ones finish within --shutdown-timeout (a second signal cuts the
+// wait short), the rest end with a 503, then the engine stops and the
+// process exits 0.
 #include "server/serve_command.h"
 
 #include <pthread.h>
 #include <signal.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <mutex>
 #include <thread>
 
 #include "core/flags.h"
@@ -18,6 +24,7 @@
 #include "model/model_loader.h"
 #include "ref/ref_backend.h"
 #include "scheduler/engine_impl.h"
+#include "server/api_routes.h"
 #include "server/backend_factory.h"
 
 namespace ms::server {
@@ -42,9 +49,21 @@ Flags serve_flags() {
       .add("tool-call-parser", "auto, none, hermes, cohere or llama3_json", "auto")
       .add("chat-template", "a Jinja chat template file overriding the tokenizer's")
       .add("threads", "CPU threads of the ref backend (0: all)", "0")
-      .add("http-threads", "HTTP connections served at once", "256")
-      .add("max-body-kb", "largest request body in KiB (413 beyond)", "4096")
-      .add("timeout", "read / write timeout of a connection in seconds", "30")
+      .add("http-threads", "requests computed at once (generation, tokenize; streams included); more get 503",
+           "256")
+      .add("max-connections", "open client connections; more get a fast 503", "4096")
+      .add("max-body-kb", "largest request body in KiB, as sent and as decompressed (413 beyond)", "4096")
+      .add("max-header-kb", "largest request line + headers in KiB (431 beyond)", "32")
+      .add("max-headers", "most header fields in a request (431 beyond)", "128")
+      .add("header-timeout", "seconds for a client to send the request line and headers (408 beyond)", "10")
+      .add("timeout", "seconds for a client to send a whole request, and the longest a response write may stall",
+           "30")
+      .add("keep-alive-timeout", "seconds an idle connection is kept open between requests", "5")
+      .add("shutdown-timeout", "seconds a SIGTERM drain waits for in-flight requests before ending them with 503",
+           "25")
+      .add("allowed-origins",
+           "CORS: browser origins that may call the API: local (pages on localhost), *, none, or a comma list",
+           "local")
       .add("log-level", "debug, info, warn or error", "info");
   return f;
 }
@@ -92,6 +111,33 @@ sigset_t block_shutdown_signals() {
   return set;
 }
 
+// The SIGTERM drain: refuse new work, give in-flight requests until the
+// deadline (a second signal ends the wait), then end the rest with a 503.
+void drain(HttpServer& http, ServerContext& ctx, const sigset_t& sigs, int timeout_s) {
+  ctx.shutting_down = true;
+  http.begin_drain();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto deadline = t0 + std::chrono::seconds(timeout_s);
+  MS_LOG(Info) << "draining: " << http.stats().requests_in_flight << " requests in flight, waiting up to "
+               << timeout_s << " s (--shutdown-timeout)";
+  while (!http.wait_idle(std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)))) {
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    timespec zero{0, 0};
+    if (sigtimedwait(&sigs, nullptr, &zero) > 0) {
+      MS_LOG(Info) << "second signal: ending the drain now";
+      break;
+    }
+  }
+  int left = http.stats().requests_in_flight;
+  if (left > 0) {
+    MS_LOG(Info) << "drain: ending " << left << " requests still in flight with 503";
+    http.abort_in_flight();
+    http.wait_idle(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  }
+  MS_LOG(Info) << "drained in "
+               << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s";
+}
+
 }  // namespace
 
 std::string ServeConfig::summary() const {
@@ -102,8 +148,12 @@ std::string ServeConfig::summary() const {
     << " max_batch=" << max_batch << " prefill_chunk=" << prefill_chunk << " kv_cache_mb=" << kv_cache_mb
     << " block_size=" << block_size << " max_model_len=" << max_model_len << " max_waiting=" << max_waiting
     << " prefix_caching=" << (prefix_caching ? "on" : "off") << " tool_call_parser=" << tool_call_parser
-    << " http_threads=" << http.threads << " max_body_bytes=" << http.max_body_bytes
-    << " timeout_s=" << http.read_timeout_s << " log_level=" << log_level;
+    << " http_threads=" << http.threads << " max_connections=" << http.max_connections
+    << " max_body_bytes=" << http.max_body_bytes << " max_header_bytes=" << http.max_header_bytes
+    << " max_headers=" << http.max_headers << " header_timeout_s=" << http.header_timeout_s
+    << " timeout_s=" << http.request_timeout_s << " keep_alive_timeout_s=" << http.keep_alive_timeout_s
+    << " shutdown_timeout_s=" << shutdown_timeout_s << " allowed_origins=" << http.cors.describe()
+    << " log_level=" << log_level;
   return o.str();
 }
 
@@ -145,11 +195,21 @@ Result<ServeConfig> parse_serve_args(const std::vector<std::string>& args, bool*
   MS_RETURN_IF_ERROR(geti("max-waiting", 1, 1 << 20, &c.max_waiting));
   MS_RETURN_IF_ERROR(geti("threads", 0, 1024, &c.cpu_threads));
   MS_RETURN_IF_ERROR(geti("http-threads", 1, 4096, &c.http.threads));
-  int body_kb = 0, timeout = 0;
+  MS_RETURN_IF_ERROR(geti("max-connections", 1, 1 << 20, &c.http.max_connections));
+  int body_kb = 0, header_kb = 0, timeout = 0;
   MS_RETURN_IF_ERROR(geti("max-body-kb", 1, 1 << 20, &body_kb));
   c.http.max_body_bytes = size_t(body_kb) << 10;
+  MS_RETURN_IF_ERROR(geti("max-header-kb", 1, 1 << 16, &header_kb));
+  c.http.max_header_bytes = size_t(header_kb) << 10;
+  MS_RETURN_IF_ERROR(geti("max-headers", 1, 1 << 16, &c.http.max_headers));
+  MS_RETURN_IF_ERROR(geti("header-timeout", 1, 3600, &c.http.header_timeout_s));
   MS_RETURN_IF_ERROR(geti("timeout", 1, 3600, &timeout));
-  c.http.read_timeout_s = c.http.write_timeout_s = timeout;
+  c.http.request_timeout_s = c.http.write_timeout_s = timeout;
+  MS_RETURN_IF_ERROR(geti("keep-alive-timeout", 1, 3600, &c.http.keep_alive_timeout_s));
+  MS_RETURN_IF_ERROR(geti("shutdown-timeout", 0, 3600, &c.shutdown_timeout_s));
+  auto cors = CorsPolicy::parse(f.str("allowed-origins"));
+  if (!cors.is_ok()) return cors.status();
+  c.http.cors = cors.value();
   c.prefix_caching = !f.boolean("no-prefix-caching");
   c.backend = f.str("backend");
   c.decode_backend = f.str("decode-backend");
@@ -198,18 +258,52 @@ int run_serve(const std::vector<std::string>& args) {
   };
   sigset_t sigs = block_shutdown_signals();
 
-  // The port is taken before the model loads (minutes for a large checkpoint),
-  // so a port in use fails at once; connections made meanwhile wait in the
-  // listen queue and are served once run() starts. The handlers read ctx only
-  // from then on.
+  // The port is taken and served before the model loads (minutes for a large
+  // checkpoint): a port in use fails at once, and /health answers "loading"
+  // (routes that need the model answer 503) until the state turns ready.
+  // Handlers read ctx only from then on.
   Metrics metrics;
   ServerContext ctx;
-  HttpServer http(ctx, cfg.http);
+  LoadProgress progress;
+  HttpServer http(cfg.http);
+  install_api_routes(http, ctx, progress);
   if (Status s = http.bind(); !s.is_ok()) return fail(s);
+  http.start();
+  MS_LOG(Info) << "listening on http://" << cfg.http.host << ":" << http.port() << " (loading the model)";
+  std::fprintf(stdout, "megaserve: listening on http://%s:%d\n", cfg.http.host.c_str(), http.port());
+  std::fflush(stdout);
 
-  auto model = load_model(cfg.model_dir, [](const std::string& m) { MS_LOG(Info) << "load: " << m; });
+  // The signal thread: during the load there is nothing to drain, so a
+  // signal ends the process at once; afterwards it drains.
+  std::mutex drain_mu;
+  std::condition_variable drained_cv;
+  bool drained = false;
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    if (http.state() == ServerState::kLoading) {
+      MS_LOG(Info) << "signal " << sig << " while loading the model: exiting";
+      std::fflush(stderr);
+      std::_Exit(0);
+    }
+    drain(http, ctx, sigs, cfg.shutdown_timeout_s);
+    std::lock_guard<std::mutex> l(drain_mu);
+    drained = true;
+    drained_cv.notify_all();
+  });
+  waiter.detach();
+  auto wait_drained = [&] {
+    std::unique_lock<std::mutex> l(drain_mu);
+    drained_cv.wait(l, [&] { return drained; });
+  };
+
+  auto model = load_model(cfg.model_dir, [&progress](const std::string& m) {
+    MS_LOG(Info) << "load: " << m;
+    progress.set("loading " + m);
+  });
   if (!model.is_ok()) return fail(model.status());
   MS_LOG(Info) << "model: " << (*model)->config.summary();
+  progress.set("loading the tokenizer");
   auto tok = Tokenizer::load(cfg.model_dir);
   if (!tok.is_ok()) return fail(tok.status().with_context("loading the tokenizer"));
   std::string template_text = tok->chat_template();
@@ -239,6 +333,7 @@ int run_serve(const std::vector<std::string>& args) {
   }
   MS_LOG(Info) << "tool-call parser: " << tool_call_format_name(tool_format);
 
+  progress.set("creating the " + cfg.backend + " backend");
   auto backend = create_backend(cfg, **model);
   if (!backend.is_ok()) return fail(backend.status());
   EngineOptions eo;
@@ -258,26 +353,12 @@ int run_serve(const std::vector<std::string>& args) {
   ctx.metrics = &metrics;
   ctx.limits.vocab_size = std::min<int>(tok->vocab_size(), (*model)->config.vocab_size);
   ctx.limits.max_n = kMaxChoices;
+  http.set_state(ServerState::kReady);
+  MS_LOG(Info) << "ready: model '" << ctx.model_name << "', max_model_len " << ctx.engine->max_model_len();
 
-  MS_LOG(Info) << "listening on http://" << cfg.http.host << ":" << http.port() << " (model '" << ctx.model_name
-               << "', max_model_len " << ctx.engine->max_model_len() << ")";
-  std::fprintf(stdout, "megaserve: listening on http://%s:%d\n", cfg.http.host.c_str(), http.port());
-  std::fflush(stdout);
-
-  std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    if (ctx.shutting_down.exchange(true)) return;
-    MS_LOG(Info) << "signal " << sig << ": shutting down";
-    ctx.engine->shutdown();  // pending requests end with an error; streams drain fast
-    http.stop();
-  });
-  http.run();
-  if (!ctx.shutting_down.exchange(true)) {
-    ctx.engine->shutdown();
-    pthread_kill(waiter.native_handle(), SIGTERM);
-  }
-  waiter.join();
+  wait_drained();
+  http.stop();
+  ctx.engine->shutdown();
   MS_LOG(Info) << "server stopped";
   return 0;
 }

@@ -26,6 +26,7 @@ struct ServeConfig {
   std::string chat_template_file;         // overrides the tokenizer's template
   std::string log_level = "info";
   int cpu_threads = 0;                    // ref backend threads (0: all)
+  int shutdown_timeout_s = 25;            // SIGTERM: in-flight requests get this long to finish
   HttpOptions http;
   std::string summary() const;  // one line, api key redacted
 };
