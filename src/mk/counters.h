@@ -20,7 +20,7 @@ struct CounterLayout {
   // Offsets inside one layer's block.
   int32_t o_norm = 0, o_norm2 = 0, o_qkv = 0, o_attn = 0, o_combine = 0, o_oproj = 0, o_router = 0, o_route = 0,
           o_gu_claim = 0, o_down_claim = 0, o_gu_done = 0, o_down_done = 0, o_dense_gu = 0, o_dense_down = 0,
-          o_shared_gu = 0, o_shared_down = 0, o_phase = 0;
+          o_shared_gu = 0, o_shared_down = 0, o_n_active = 0, o_phase = 0;
   int32_t per_layer = 0;
   int32_t n_layers = 0;
   int32_t n_phases = 0;  // barrier-ablation phase counters per layer
@@ -52,6 +52,10 @@ struct CounterLayout {
   MS_HD uint32_t dense_down(int l) const { return at(l, o_dense_down); }
   MS_HD uint32_t shared_gu(int l) const { return at(l, o_shared_gu); }
   MS_HD uint32_t shared_down(int l) const { return at(l, o_shared_down); }
+  // Not a counter: kRoute stores the layer's number of routed experts here
+  // (the claim queues' size), in the bank that is zeroed every step, so a
+  // loader that reads it late never sees another layer's value.
+  MS_HD uint32_t n_active(int l) const { return at(l, o_n_active); }
   MS_HD uint32_t phase(int l, int p) const { return at(l, o_phase + p); }
   MS_HD uint32_t final_norm_done() const { return at(n_layers, o_norm); }
   // A counter nothing signals (the watchdog test's planted wait); the
@@ -89,6 +93,7 @@ inline CounterLayout make_counter_layout(const Dims& d, int rows) {
   c.o_dense_down = o++;
   c.o_shared_gu = o++;
   c.o_shared_down = o++;
+  c.o_n_active = o++;
   c.o_phase = o;
   c.n_phases = kPhasesPerLayer;
   o += kPhasesPerLayer;

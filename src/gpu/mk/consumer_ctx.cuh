@@ -5,6 +5,15 @@
 // L2 round trip), staging activation rows into shared memory (with a tag,
 // so consecutive tiles over the same rows load them once), and block-wide
 // sums over the consumer threads.
+//
+// Giving up a step (a wait timed out here or elsewhere: the abort flag) must
+// not split the consumer threads: a thread that left an instruction early
+// while others went on to a named barrier would hang the CTA. So no opcode
+// returns early. A failed wait puts the thread in drain mode: from then on
+// its waits return at once, it skips the math, the KV-cache writes and the
+// counter signals, but it walks the same control flow (every barrier, every
+// release) to the end of the list. The one branch that depends on ring data
+// (which tile a claim got) is decided by thread 0 for the whole CTA.
 #pragma once
 
 #include "gpu/common/bf16.cuh"
@@ -30,7 +39,7 @@ struct Ctx {
   Ring ring;
   uint32_t instr = 0;  // index in the SM's list
   const Instruction* in = nullptr;
-  bool ok = true;
+  bool drain = false;  // this thread gave the step up (see the file comment)
   ActTag act = 0;
   uint32_t memo_c[2] = {::ms::mk::kNoCounter, ::ms::mk::kNoCounter};
   int32_t memo_t[2] = {0, 0};
@@ -39,43 +48,49 @@ struct Ctx {
   __device__ Ctx(const Params& params, Smem& smem)
       : p(params), s(smem), tid(threadIdx.x), warp(threadIdx.x >> 5), lane(threadIdx.x & 31) {}
 
-  // Thread 0's verdict to every consumer thread.
-  __device__ bool agree(bool mine) {
-    if (tid == 0) s.flag = mine ? 1 : 0;
+  // Thread 0's value to every consumer thread (all of them call it).
+  __device__ int32_t broadcast(int32_t mine) {
+    if (tid == 0) s.flag = mine;
     consumer_sync();
-    const bool v = s.flag != 0;
-    consumer_sync();  // s.flag is reused by the next agree
-    ok = ok && v;
+    const int32_t v = s.flag;
+    consumer_sync();  // s.flag is reused by the next broadcast
     return v;
   }
 
-  // Waits until counter c >= target (all consumer threads call it).
+  // Waits until counter c >= target (all consumer threads call it; thread 0
+  // spins and every thread takes its verdict). False: the step is being
+  // given up (drain mode).
   __device__ bool wait(uint32_t c, int32_t target) {
-    if (c == ::ms::mk::kNoCounter) return true;
+    if (c == ::ms::mk::kNoCounter) return !drain;
     for (int i = 0; i < 2; ++i)
-      if (memo_c[i] == c && memo_t[i] >= target) return true;
-    bool mine = true;
-    if (tid == 0) mine = wait_counter(p, c, target, instr, *in, 0);
-    if (!agree(mine)) return false;
+      if (memo_c[i] == c && memo_t[i] >= target) return !drain;
+    int32_t mine = 1;
+    if (tid == 0) mine = !drain && wait_counter(p, c, target, instr, *in, 0) ? 1 : 0;
+    if (!broadcast(mine)) {
+      drain = true;
+      return false;
+    }
     memo_c[memo_next] = c;
     memo_t[memo_next] = target;
     memo_next ^= 1;
-    return true;
+    return !drain;
   }
 
-  // Waits for the next ring position; checks its header (the loader walks
-  // the same list: a mismatch is a bug, reported and abandoned).
+  // Waits for the next ring position and checks its header (the loader
+  // walks the same list: a mismatch is a bug, reported). False: no data
+  // (drain mode); the caller still releases the position.
   __device__ bool acquire(int tile, int chunk, StageHeader* hdr = nullptr) {
     const int st = ring.stage();
-    if (!wait_stage(p, &s.full[st], ring.parity(), instr, *in, 0)) {
-      ok = false;
+    if (drain || !wait_stage(p, &s.full[st], ring.parity(), instr, *in, 0)) {
+      drain = true;
+      if (hdr) *hdr = StageHeader{-1, -1, -1, 0};
       return false;
     }
     const StageHeader h = s.header[st];
     if (hdr) *hdr = h;
     if (h.instr != static_cast<int32_t>(instr) || (tile != kAnyTile && (h.tile != tile || h.chunk != chunk))) {
       if (lane == 0) report(p, kErrBadInstruction, instr, *in, uint32_t(h.instr), h.tile, tile, 0);
-      ok = false;
+      drain = true;
       return false;
     }
     return true;

@@ -113,6 +113,12 @@ Status MkExecutor::init(const MkOptions& opt) {
   MS_RETURN_IF_ERROR(errbuf_.alloc(sizeof(mk::MkError) / 4 + 4));
   MS_CUDA_RETURN(cudaMemset(errbuf_.get(), 0, errbuf_.bytes()));
   MS_RETURN_IF_ERROR(err_host_.alloc(errbuf_.size()));
+  // Two counter banks, each for the largest layout (the most rows): a step
+  // zeroes the whole other bank, whatever its own row count.
+  const size_t bank = size_t(::ms::mk::make_counter_layout(dims_, kMaxRows).words());
+  MS_RETURN_IF_ERROR(counters_.alloc(2 * bank));
+  MS_CUDA_RETURN(cudaMemset(counters_.get(), 0, counters_.bytes()));
+  base_.bank_words = static_cast<int32_t>(bank);
   MS_CUDA_RETURN(cudaEventCreateWithFlags(&meta_copied_, cudaEventDisableTiming));
   MS_CUDA_RETURN(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   rows_.assign(kMaxRows, {});
@@ -300,24 +306,11 @@ Status MkExecutor::enqueue(const std::vector<SeqWork>& batch) {
   p.n_sm = n_sm_;
   p.rows = R;
   p.ctr = c->schedule.counters;
-  // The counter banks are sized on first use for the largest layout seen.
-  const size_t words = size_t(p.ctr.words());
-  if (counters_.size() < 2 * words) {
-    MS_CUDA_RETURN(cudaStreamSynchronize(stream_));
-    MS_RETURN_IF_ERROR(counters_.alloc(2 * words));
-    MS_CUDA_RETURN(cudaMemset(counters_.get(), 0, counters_.bytes()));
-    epoch_ = 0;
-  }
-  const size_t bank = counters_.size() / 2;
+  if (p.ctr.words() > base_.bank_words) return internal_error("megakernel: counter layout larger than its bank");
+  const size_t bank = size_t(base_.bank_words);
   p.counters = counters_.get() + (epoch_ & 1) * bank;
   p.counters_next = counters_.get() + ((epoch_ + 1) & 1) * bank;
   p.timeline = opt_.record_timeline ? c->timeline.get() : nullptr;
-  // A bank must be all zero for its layout: a step with a smaller layout
-  // zeroes only its words of the other bank, so a larger layout later would
-  // find stale words past them. Zero the whole next bank whenever the
-  // layout changes.
-  if (last_cached_ && last_cached_->schedule.counters.words() != p.ctr.words())
-    MS_CUDA_RETURN(cudaMemsetAsync(counters_.get(), 0, counters_.bytes(), stream_));
   MS_RETURN_IF_ERROR(mk::launch_megakernel(p, kv_map_, stream_));
   MS_CUDA_RETURN(cudaEventRecord(done_, stream_));
   ++epoch_;
@@ -344,7 +337,9 @@ Status MkExecutor::finish() {
                                " ms (the device is wedged)");
       return failed_;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    // Spin (the engine thread has nothing else to do during a step; a
+    // sleep here adds its granularity to every step), yielding the core.
+    std::this_thread::yield();
   }
   MS_CUDA_RETURN(cudaMemcpy(err_host_.get(), errbuf_.get(), errbuf_.bytes(), cudaMemcpyDeviceToHost));
   mk::MkError e;

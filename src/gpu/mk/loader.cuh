@@ -39,6 +39,7 @@ class Loader {
       in_ = &in;
       issue(in);
     }
+    if (!ok_) drain();
   }
 
  private:
@@ -95,6 +96,21 @@ class Loader {
     }
   }
 
+  // The step was given up: before the CTA exits, the copies already issued
+  // must land (shared memory written after the CTA is gone could belong to
+  // the next kernel's). Each armed position completes once its bytes arrive;
+  // bounded in case memory itself is faulting.
+  __device__ void drain() {
+    if (lane_ != 0) return;
+    const uint64_t t0 = global_timer();
+    for (uint32_t q = ring_.pos > uint32_t(kStages) ? ring_.pos - kStages : 0; q < ring_.pos; ++q) {
+      Ring r;
+      r.pos = q;
+      while (!mbar_try_wait(&s_.full[r.stage()], r.parity()) && global_timer() - t0 < 20000000ull) {
+      }
+    }
+  }
+
   // Waits for a free stage (lane 0) and broadcasts whether the step goes on.
   __device__ bool acquire(int st) {
     int ok = 1;
@@ -109,13 +125,14 @@ class Loader {
   }
 
   // One tile of 16 weight rows (map) x columns [c0, c0 + k) of a row-major
-  // matrix with `ld` columns, as ceil(k / kStageCols) stage positions.
-  __device__ void rows_tile(const uint16_t* w, int ld, RowMap map, int c0, int k, int tile) {
+  // matrix with `ld` columns, as ceil(k / kStageCols) stage positions
+  // (first_held: the first stage is already acquired).
+  __device__ void rows_tile(const uint16_t* w, int ld, RowMap map, int c0, int k, int tile, bool first_held = false) {
     const int n_chunks = (k + kStageCols - 1) / kStageCols;
     for (int ch = 0; ch < n_chunks && ok_; ++ch) {
       const int cb = c0 + ch * kStageCols, nc = min(kStageCols, c0 + k - cb);
       const int st = ring_.stage();
-      if (!acquire(st)) return;
+      if (!(ch == 0 && first_held) && !acquire(st)) return;
       const int64_t r = lane_ < kTileRows ? map.row(lane_) : -1;
       const uint32_t valid = __ballot_sync(0xffffffffu, r >= 0);
       const uint32_t bytes = uint32_t(nc) * 2;
@@ -150,7 +167,10 @@ class Loader {
         const int v = lane_ / per_half, rest = lane_ % per_half, cs = rest / subs, sub = rest % subs;
         const int key = stg * kStageKeys + sub * box_rows;
         const int page = key / bs, slot = key % bs;
-        const int32_t blk = page < p_.table_stride ? table[page] : -1;
+        // A box wholly outside [lo, pos] loads zeros (no HBM read, and no
+        // stale table entry past the sequence's end is followed).
+        const bool needed = key <= pos && key + box_rows > sr.lo;
+        const int32_t blk = needed && page < p_.table_stride ? table[page] : -1;
         const int64_t row0 = v ? L.v_row0 : L.k_row0;
         const int64_t row = blk >= 0 ? row0 + (int64_t(blk) * d.n_kv_heads + a.kv_head) * bs + slot : p_.kv_rows;
         unsigned char* dst = s_.stage[st] + v * kv_half_bytes(hd) + cs * kv_slice_bytes(hd) + sub * box_rows * kv_row_bytes(hd);
@@ -161,8 +181,9 @@ class Loader {
   }
 
   // Claim loop: wait for the routing, then take tiles until the queue is
-  // empty or max_claims are taken; an empty queue is told to the consumers
-  // by a position without data whose header tile is -1.
+  // empty or max_claims are taken, each only once a stage is free for it (a
+  // busy SM does not hoard tiles that idle SMs could run); an empty queue is
+  // told to the consumers by a position without data whose header tile is -1.
   __device__ void claims(const Instruction& in, const LayerPtrs& L) {
     const Dims& d = p_.dims;
     const bool gu = in.op == Opcode::kExpertGateUp;
@@ -170,18 +191,20 @@ class Loader {
     if (lane_ == 0) ok = wait_counter(p_, in.wait[0].counter, in.wait[0].target, instr_, in, 1) ? 1 : 0;
     ok_ = __shfl_sync(0xffffffffu, ok, 0) != 0;
     if (!ok_) return;
-    // Lane 0 acquired the routing: it reads the plan and broadcasts it.
-    const int n_active = __shfl_sync(0xffffffffu, lane_ == 0 ? __ldcg(p_.plan) : 0, 0);
+    // Lane 0 acquired the routing: it reads the layer's queue size (kept
+    // per layer: the shared plan is rewritten by the next layer's route).
+    const int n_active =
+        __shfl_sync(0xffffffffu, lane_ == 0 ? int(__ldcg(p_.counters + p_.ctr.n_active(in.layer))) : 0, 0);
     const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
     const int n_tiles = n_active * tpe;
     const uint32_t claim_ctr = gu ? p_.ctr.gu_claim(in.layer) : p_.ctr.down_claim(in.layer);
     for (int c = 0; c < in.claim.max_claims && ok_; ++c) {
+      const int st = ring_.stage();
+      if (!acquire(st)) return;
       int t = 0;
       if (lane_ == 0) t = static_cast<int>(atomicAdd(p_.counters + claim_ctr, 1u));
       t = __shfl_sync(0xffffffffu, t, 0);
       if (t >= n_tiles) {
-        const int st = ring_.stage();
-        if (!acquire(st)) return;
         publish_header(st, -1, 0);
         if (lane_ == 0) mbar_arrive(&s_.full[st]);
         ++ring_.pos;
@@ -191,10 +214,11 @@ class Loader {
       const int e = __shfl_sync(0xffffffffu, lane_ == 0 ? __ldcg(p_.plan + 1 + slot) : 0, 0);
       if (gu) {
         const uint16_t* w = L.experts_gate_up + int64_t(e) * 2 * d.moe_ffn * d.hidden;
-        rows_tile(w, d.hidden, RowMap{RowMap::kPair, int64_t(j) * ::ms::mk::kPairCols, d.moe_ffn}, 0, d.hidden, t);
+        rows_tile(w, d.hidden, RowMap{RowMap::kPair, int64_t(j) * ::ms::mk::kPairCols, d.moe_ffn}, 0, d.hidden, t,
+                  true);
       } else {
         const uint16_t* w = L.experts_down + int64_t(e) * d.hidden * d.moe_ffn;
-        rows_tile(w, d.moe_ffn, RowMap{RowMap::kPlain, int64_t(j) * kTileRows, d.hidden}, 0, d.moe_ffn, t);
+        rows_tile(w, d.moe_ffn, RowMap{RowMap::kPlain, int64_t(j) * kTileRows, d.hidden}, 0, d.moe_ffn, t, true);
       }
     }
   }

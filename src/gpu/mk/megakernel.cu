@@ -60,15 +60,16 @@ __device__ void consumer_main(const Params& p, Smem& s) {
     c.in = &in;
     const uint64_t t_start = (p.timeline && c.tid == 0) ? global_timer() : 0;
     const bool claims = in.op == Opcode::kExpertGateUp || in.op == Opcode::kExpertDown;
+    // No early exit, also when the step is given up (consumer_ctx.cuh):
+    // a failed wait only puts the thread in drain mode.
     if (!claims)
-      for (const auto& w : in.wait)
-        if (!c.wait(w.counter, w.target)) return;
+      for (const auto& w : in.wait) c.wait(w.counter, w.target);
     const uint64_t t_ready = (p.timeline && c.tid == 0) ? global_timer() : 0;
-    if (!execute(c, in) || !c.ok) return;
+    if (!execute(c, in) && c.tid == 0) c.drain = true;
     // Instruction-level signals (claims signal per tile; their signal[1] is
     // the barrier ablation's phase counter).
-    signal_counter(p, claims ? ::ms::mk::kNoCounter : in.signal[0]);
-    if (in.signal[1] != ::ms::mk::kNoCounter && c.tid == 0) atomicAdd(p.counters + in.signal[1], 1u);
+    signal_counter(p, claims || c.drain ? ::ms::mk::kNoCounter : in.signal[0]);
+    if (in.signal[1] != ::ms::mk::kNoCounter && c.tid == 0 && !c.drain) atomicAdd(p.counters + in.signal[1], 1u);
     if (p.timeline && c.tid == 0)
       p.timeline[i] = TimelineEntry{t_start, t_ready, global_timer(), static_cast<uint32_t>(in.op), in.layer};
   }
@@ -87,7 +88,7 @@ __global__ void __launch_bounds__(kThreads, 1) megakernel(const __grid_constant_
   }
   // This step's CTAs zero the other counter bank (the previous step used it,
   // the next one will), a slice each.
-  for (int i = blockIdx.x * kThreads + threadIdx.x; i < p.ctr.words(); i += gridDim.x * kThreads) p.counters_next[i] = 0;
+  for (int i = blockIdx.x * kThreads + threadIdx.x; i < p.bank_words; i += gridDim.x * kThreads) p.counters_next[i] = 0;
   __syncthreads();
   if (threadIdx.x / 32 == kLoaderWarp) {
     Loader ld(p, &kv_map, s);

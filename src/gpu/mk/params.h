@@ -89,6 +89,7 @@ struct Params {
   // Counters: this step's bank (words() entries) and the bank to zero.
   uint32_t* counters = nullptr;
   uint32_t* counters_next = nullptr;
+  int32_t bank_words = 0;  // words per bank (the largest layout): all of the next bank is zeroed
   // Step buffers (device), shapes as in ref/mk_vm.h's Step.
   float* x = nullptr;               // (R, H)
   uint16_t* h = nullptr;            // (R, H) bf16

@@ -25,7 +25,7 @@ namespace ms::gpu::mk {
 // thread has at most 168 registers, and 64 of them for q spilled the
 // accumulators (ptxas: 268 bytes of spills).
 constexpr int kQfragOffset = 0;      // scratch: (hd / 16 k-steps, hi / lo, 32 lanes) uint4 A fragments
-constexpr int kFreshOffset = 8192;   // scratch: new key (hd bf16) then new value (hd bf16)
+constexpr int kFreshOffset = 8192;   // scratch: new key (hd bf16), new value (hd bf16), a zero row (hd bf16)
 constexpr int kStatOffset = 9216;    // scratch: m and l per (warp, row): 2 x 8 x 16 fp32
 // act: (G, hd) fp32 prepared q (normed, roped, log2-scaled); later the merge's (4, 16, hd) fp32
 
@@ -100,6 +100,9 @@ __device__ __forceinline__ void attention_prep(Ctx& c, const Instruction& in, in
       }
     }
   }
+  // A zero V row for keys outside [lo, pos]: their P is 0, but 0 times a
+  // non-finite value left in the stage by another sequence would be NaN.
+  for (int i = c.tid; i < HD; i += kConsumerThreads) fresh[2 * HD + i] = 0;
   consumer_sync();
   // q as mma A fragments, hi and lo bf16 halves: entry (k-step ks, lane) of
   // every warp's fragments, one per thread.
@@ -117,7 +120,7 @@ __device__ __forceinline__ void attention_prep(Ctx& c, const Instruction& in, in
     qfrag[(ks * 2 + 1) * 32 + ln] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
   }
   consumer_sync();
-  if (owner) {  // the new token's K and V into the paged cache (read from the next step on)
+  if (owner && !c.drain) {  // the new token's K and V into the paged cache (read from the next step on)
     const int bs = d.block_size;
     const int32_t* table = p.tables + (int64_t(r) * p.n_groups + L.kv_group) * p.table_stride;
     const int32_t blk = table[pos / bs];
@@ -131,6 +134,7 @@ template <int HD>
 __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
   constexpr int NKS = HD / 16, NT = HD / 8;
   static_assert((HD / 16) * 32 * 2 * 16 <= kFreshOffset, "q fragments fit the scratch");
+  static_assert(kFreshOffset + 3 * HD * 2 <= kStatOffset, "new K / V and the zero row fit the scratch");
   const Params& p = c.p;
   const Dims& d = p.dims;
   const int G = d.group, r = in.attn.row, split = in.attn.split;
@@ -149,8 +153,8 @@ __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
   for (int nt = 0; nt < NT; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
   const int kb = (c.warp & 3) * 16, parity = c.warp >> 2, mi = c.lane >> 3;
   for (int stg = sr.stage_begin; stg < sr.stage_end; ++stg) {
-    if (!c.acquire(0, stg)) return false;
-    if (((stg - sr.stage_begin) & 1) == parity) {
+    const bool have = c.acquire(0, stg);
+    if (have && ((stg - sr.stage_begin) & 1) == parity) {
       const unsigned char* ks_base = c.stage();
       const unsigned char* vs_base = ks_base + kv_half_bytes(HD);
       const int key0 = stg * kStageKeys;
@@ -206,13 +210,14 @@ __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
         }
       }
       {  // O (16 heads x HD) += P (16 x 16 keys) V (16 keys x HD)
-        const int kv = kb + (c.lane & 7) + (mi & 1) * 8;
-        const bool fresh_v = key0 + kv == pos;
+        const int kv = kb + (c.lane & 7) + (mi & 1) * 8, kabs = key0 + kv;
+        // The row this lane's ldmatrix reads: the new value, a zero row for
+        // keys that do not count, or the stage.
+        const unsigned char* vrow = kabs == pos ? fresh + HD * 2 : (kabs < sr.lo || kabs > pos) ? fresh + HD * 4 : nullptr;
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
           const int chunk = np * 2 + (mi >> 1);
-          const unsigned char* addr =
-              fresh_v ? fresh + HD * 2 + chunk * 16 : vs_base + kv_chunk_offset(HD, kv, chunk);
+          const unsigned char* addr = vrow ? vrow + chunk * 16 : vs_base + kv_chunk_offset(HD, kv, chunk);
           uint32_t b[4];  // (keys 0-7, dims 0-7), (keys 8-15, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 8-15)
           ldmatrix_x4_trans(b, addr);
           mma_bf16_16816(o[2 * np], pa, b[0], b[1]);

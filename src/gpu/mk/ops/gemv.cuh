@@ -17,16 +17,17 @@ namespace ms::gpu::mk {
 // Streams one tile's n_chunks positions (k columns in all, chunk ch at
 // activation columns [ch * kStageCols, ...)) through the tensor cores and
 // leaves the 8 warps' partial sums in scratch buffer `buf` (0 / 1): float
-// [warp][16 rows][8 tokens]. Syncs the consumers before returning.
-__device__ __forceinline__ bool tile_mma(Ctx& c, int tile, int k, int buf) {
+// [warp][16 rows][8 tokens]. Syncs the consumers before returning (also in
+// drain mode, where the sums are meaningless).
+__device__ __forceinline__ void tile_mma(Ctx& c, int tile, int k, int buf) {
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   const int n_chunks = (k + kStageCols - 1) / kStageCols;
   const int mi = c.lane >> 3;
   const int a_row = (mi & 1) * 8 + (c.lane & 7), a_col = (mi >> 1) * 8;
   const int b_row = c.lane & 7, b_col = ((c.lane >> 3) & 1) * 8;
   for (int ch = 0; ch < n_chunks; ++ch) {
-    if (!c.acquire(tile, ch)) return false;
-    const int nks = min(kStageCols, k - ch * kStageCols) / 16;
+    const bool have = c.acquire(tile, ch);
+    const int nks = have ? min(kStageCols, k - ch * kStageCols) / 16 : 0;
     const unsigned char* a_base = c.stage() + a_row * kRowBytes + a_col * 2;
     const unsigned char* b_base = c.s.act + b_row * kActStride + (ch * kStageCols + b_col) * 2;
     for (int ks = c.warp; ks < nks; ks += kConsumerWarps) {
@@ -44,7 +45,6 @@ __device__ __forceinline__ bool tile_mma(Ctx& c, int tile, int k, int buf) {
   part[(g + 8) * 8 + 2 * t] = acc[2];
   part[(g + 8) * 8 + 2 * t + 1] = acc[3];
   consumer_sync();
-  return true;
 }
 
 // The sum over the warps of element (m, n) of scratch buffer `buf`.
@@ -72,7 +72,7 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
     switch (in.op) {
       case Opcode::kQkv: {
         c.stage_act(act_tag(kActH, in.layer, 0, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
-        if (!tile_mma(c, t, d.hidden, buf)) return false;
+        tile_mma(c, t, d.hidden, buf);
         if (c.tid < 128) {
           const int m = c.tid >> 3, n = c.tid & 7, row = t * kTileRows + m;
           if (n < R && row < d.qkv_width)
@@ -83,7 +83,7 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
       case Opcode::kOProj: {
         const int kw = d.group * d.head_dim, c0 = g.kslice * kw;
         c.stage_act(act_tag(kActAttn, in.layer, 0, c0, kw, 0), p.attn_out + c0, d.q_width, nullptr, R, 0, kw);
-        if (!tile_mma(c, t, kw, buf)) return false;
+        tile_mma(c, t, kw, buf);
         if (c.tid < 128) {
           const int m = c.tid >> 3, n = c.tid & 7, row = t * kTileRows + m;
           if (n < R && row < d.hidden)
@@ -97,7 +97,7 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
         const int F = shared ? d.shared_ffn : d.dense_ffn;
         uint16_t* act = shared ? p.shared_act : p.dense_act;
         c.stage_act(act_tag(kActH, in.layer, second, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
-        if (!tile_mma(c, t, d.hidden, buf)) return false;
+        tile_mma(c, t, d.hidden, buf);
         if (c.tid < 64) {
           const int m = c.tid >> 3, n = c.tid & 7, col = t * ::ms::mk::kPairCols + m;
           if (n < R && col < F) {
@@ -114,7 +114,7 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
         const int k = cols.end - cols.begin;
         c.stage_act(act_tag(shared ? kActShared : kActDense, in.layer, 0, cols.begin, k, 0),
                     (shared ? p.shared_act : p.dense_act) + cols.begin, F, nullptr, R, 0, k);
-        if (!tile_mma(c, t, k, buf)) return false;
+        tile_mma(c, t, k, buf);
         if (c.tid < 128) {
           const int m = c.tid >> 3, n = c.tid & 7, row = t * kTileRows + m;
           float* part = shared ? p.shared_part : p.dense_part;
@@ -124,7 +124,7 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
       }
       case Opcode::kLmHead: {
         c.stage_act(act_tag(kActH, in.layer, 0, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
-        if (!tile_mma(c, t, d.hidden, buf)) return false;
+        tile_mma(c, t, d.hidden, buf);
         if (c.tid < 128) {
           const int m = c.tid >> 3, n = c.tid & 7, row = t * kTileRows + m;
           if (n < R && row < d.vocab) p.logits[int64_t(n) * d.vocab + row] = tile_sum(c, buf, m, n) * d.logit_scale;
@@ -167,10 +167,10 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
         consumer_sync();
         c.act = tag;
       }
-      if (!c.acquire(t, ch)) return false;
+      const bool have = c.acquire(t, ch);
       const unsigned char* st = c.stage();
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
+      for (int j = 0; have && j < 2; ++j) {
         const int m = 2 * c.warp + j;
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
@@ -210,7 +210,7 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
 // One claimed expert tile (header already peeked): gate/up (slot, 8
 // intermediate columns) or down (slot, 16 output rows), for the expert's
 // member rows.
-__device__ __forceinline__ bool expert_tile(Ctx& c, const Instruction& in, int tile) {
+__device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int tile) {
   const Params& p = c.p;
   const Dims& d = p.dims;
   const int E = d.n_experts, K = d.top_k, I = d.moe_ffn, H = d.hidden;
@@ -218,11 +218,11 @@ __device__ __forceinline__ bool expert_tile(Ctx& c, const Instruction& in, int t
   const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
   const int slot = tile / tpe, j = tile % tpe;
   const int32_t* plan = p.plan;
-  const int off = __ldcg(plan + 1 + E + slot), cnt = __ldcg(plan + 1 + 2 * E + slot);
+  const int off = __ldcg(plan + 1 + E + slot), cnt = min(__ldcg(plan + 1 + 2 * E + slot), kMaxRows);
   int32_t* rows = reinterpret_cast<int32_t*>(c.s.scratch + kScratchBytes - 128);  // (<= 8) member rows
   if (!gu) {
     const uint32_t base = in.wait[1].counter + ((in.flags & ::ms::mk::kFlagWait1PlusSlot) ? uint32_t(slot) : 0u);
-    if (!c.wait(base, in.wait[1].target)) return false;
+    c.wait(base, in.wait[1].target);
   }
   // Members: selection ids s = row * K + k, at most one per row.
   int sel = -1;
@@ -237,7 +237,7 @@ __device__ __forceinline__ bool expert_tile(Ctx& c, const Instruction& in, int t
     c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, slot + 1), p.moe_act, I, rows, n_rows, 0, I);
   // One scratch buffer: signal_counter below syncs before the next tile writes it.
   const int buf = 0;
-  if (!tile_mma(c, tile, gu ? H : I, buf)) return false;
+  tile_mma(c, tile, gu ? H : I, buf);
   if (gu) {
     if (c.tid < 64) {
       const int m = c.tid >> 3, n = c.tid & 7, col = j * ::ms::mk::kPairCols + m;
@@ -257,22 +257,24 @@ __device__ __forceinline__ bool expert_tile(Ctx& c, const Instruction& in, int t
     }
   }
   // Per tile: gate/up done of the slot, or one more down tile.
-  signal_counter(p, in.signal[0] + (gu ? uint32_t(slot) : 0u));
-  return true;
+  signal_counter(p, c.drain ? ::ms::mk::kNoCounter : in.signal[0] + (gu ? uint32_t(slot) : 0u));
 }
 
 // kExpertGateUp / kExpertDown: the claim loop (the loader claimed the tiles;
-// each position's header names the tile, -1 when the queue ran out).
+// each position's header names the tile, -1 when the queue ran out). Which
+// tile is thread 0's reading of the header, for every thread: the loop's
+// control flow never depends on a thread's own (possibly abandoned) wait.
 __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
-  if (!c.wait(in.wait[0].counter, in.wait[0].target)) return false;  // the routing plan is visible
+  c.wait(in.wait[0].counter, in.wait[0].target);  // the routing plan is visible
   for (int k = 0; k < in.claim.max_claims; ++k) {
     StageHeader h;
-    if (!c.acquire(Ctx::kAnyTile, 0, &h)) return false;
-    if (h.tile < 0) {
+    c.acquire(Ctx::kAnyTile, 0, &h);
+    const int tile = c.broadcast(h.tile);
+    if (tile < 0) {
       c.release();
-      return true;
+      break;
     }
-    if (!expert_tile(c, in, h.tile)) return false;
+    expert_tile(c, in, tile);
   }
   return true;
 }

@@ -150,12 +150,17 @@ __device__ __forceinline__ bool op_route(Ctx& c, const Instruction& in) {
   }
   consumer_sync();
   const int n_active = c.s.flag;
+  // Members in selection order within each expert (the interpreter's plan):
+  // selection s goes after the earlier selections of its expert.
   for (int s = c.tid; s < R * K; s += kConsumerThreads) {
-    const int slot = atomicAdd(&cursor[sel_id[(s / K) * kRouteMaxK + s % K]], 1);
-    members[slot] = s;
+    const int id = sel_id[(s / K) * kRouteMaxK + s % K];
+    int rank = 0;
+    for (int q = 0; q < s; ++q) rank += sel_id[(q / K) * kRouteMaxK + q % K] == id;
+    members[cursor[id] + rank] = s;
   }
   consumer_sync();
-  if (c.tid == 0) {
+  if (c.tid == 0 && !c.drain) {
+    p.counters[p.ctr.n_active(in.layer)] = uint32_t(n_active);
     __threadfence();
     atomicAdd(p.counters + p.ctr.down_done(in.layer), uint32_t(1 - n_active * ::ms::mk::expert_down_tiles(d)));
   }
