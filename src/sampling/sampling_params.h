@@ -4,11 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace ms {
+
+class CompiledGrammar;  // token_mask.h
 
 struct SamplingParams {
   float temperature = 1.0f;      // 0: greedy
@@ -21,6 +24,10 @@ struct SamplingParams {
   std::optional<uint64_t> seed;    // per-request RNG seed; unset: random
   int logprobs = -1;               // -1: none; 0..20: chosen token logprob + that many top alternatives
   bool ignore_eos = false;
+  // Structured output: every choice's tokens must follow this grammar
+  // (json_schema / json_object / strict tool arguments); null: unconstrained.
+  // Shared, immutable apart from its thread-safe mask cache.
+  std::shared_ptr<CompiledGrammar> grammar;
 
   bool greedy() const { return temperature <= 0.0f; }
 };

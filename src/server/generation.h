@@ -34,6 +34,7 @@ struct ServerContext {
   Metrics* metrics = nullptr;
   ProtocolLimits limits;
   int poll_ms = 50;                     // channel wait granularity
+  StructuredOutputCache structured_outputs;  // compiled response_format / strict-tool grammars
   std::atomic<bool> shutting_down{false};
 };
 

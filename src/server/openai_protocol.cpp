@@ -95,7 +95,7 @@ const std::set<std::string>& chat_fields() {
   return k;
 }
 const std::set<std::string>& completion_fields() {
-  static const std::set<std::string> k = {"prompt", "echo", "suffix"};
+  static const std::set<std::string> k = {"prompt", "echo", "suffix", "response_format"};
   return k;
 }
 
@@ -350,13 +350,7 @@ ApiError parse_chat_request(const Json& body, const ProtocolLimits& limits, GenR
     if (!kw->is_object()) return type_error("chat_template_kwargs", "an object", *kw);
     r->chat_template_kwargs = *kw;
   }
-  if (const Json* rf = field(body, "response_format")) {
-    auto t = rf->is_object() ? rf->find("type") : rf->end();
-    if (!rf->is_object() || t == rf->end() || *t != "text") {
-      return bad_request("'response_format' is not supported (only {\"type\": \"text\"})", "response_format",
-                         "unsupported_parameter");
-    }
-  }
+  if (const Json* rf = field(body, "response_format")) MS_API_CHECK(parse_response_format(*rf, &r->response_format));
   if (const Json* ptc = field(body, "parallel_tool_calls")) {
     if (!ptc->is_boolean()) return type_error("parallel_tool_calls", "a boolean", *ptc);
   }
@@ -385,6 +379,7 @@ ApiError parse_completion_request(const Json& body, const ProtocolLimits& limits
   r->logprobs = v.has_value();
   r->sampling.logprobs = v ? static_cast<int>(*v) : -1;
   MS_API_CHECK(get_bool(body, "echo", &r->echo));
+  if (const Json* rf = field(body, "response_format")) MS_API_CHECK(parse_response_format(*rf, &r->response_format));
   if (const Json* sfx = field(body, "suffix")) {
     if (!sfx->is_string() || !sfx->get<std::string>().empty()) {
       return bad_request("'suffix' is not supported", "suffix", "unsupported_parameter");

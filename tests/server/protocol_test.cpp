@@ -54,7 +54,7 @@ TEST(Protocol, UnknownParametersAreNamed) {
   EXPECT_EQ(e.param, "frobnicate");
   EXPECT_NE(e.message.find("frobnicate"), std::string::npos);
   EXPECT_EQ(chat({{"logit_bias", {{"5", 1}}}}).param, "logit_bias");
-  EXPECT_EQ(chat({{"response_format", {{"type", "json_object"}}}}).param, "response_format");
+  EXPECT_EQ(chat({{"response_format", {{"type", "xml"}}}}).param, "response_format.type");
   EXPECT_TRUE(chat({{"response_format", {{"type", "text"}}}}).ok());
   EXPECT_EQ(chat({{"stream", true}, {"stream_options", {{"foo", true}}}}).param, "stream_options.foo");
 }
