@@ -3,7 +3,8 @@
 // (gpu/ops/sampling.h) on the logits rows where they lie, so a step copies
 // back tokens and logprobs (176 bytes a row) instead of vocab_size floats.
 // Eager sub-steps reuse the logits buffer, so each one samples its own rows
-// before the next runs.
+// before the next runs. Grammar-constrained rows upload their allowed-token
+// masks (V/32 words each, only those rows) with the row parameters.
 #include <algorithm>
 
 #include "gpu/common/cuda_check.h"
@@ -20,6 +21,8 @@ struct LayeredBackend::SamplingState {
   PinnedBuffer<SampleRowParams> rows_host;   // (rows)
   PinnedBuffer<SampleRowOut> out_host;       // (rows)
   std::vector<SamplePenalty> penalties_host;
+  DeviceBuffer<uint32_t> masks;              // (constrained rows, V/32) allowed-token bitmaps
+  PinnedBuffer<uint32_t> masks_host;         // (constrained rows, V/32)
 };
 
 void LayeredBackend::SamplingStateDeleter::operator()(SamplingState* s) const { delete s; }
@@ -34,13 +37,25 @@ Status LayeredBackend::sample_rows(const std::vector<const SampleSpec*>& specs, 
   if (st.rows_host.size() < cap) MS_RETURN_IF_ERROR(st.rows_host.alloc(cap));
   if (st.out_host.size() < cap) MS_RETURN_IF_ERROR(st.out_host.alloc(cap));
   st.penalties_host.clear();
+  const int words = sample_mask_words(V);
+  size_t n_masks = 0;
+  for (int b : batch_of_row) n_masks += b >= 0 && specs[b] && !specs[b]->allowed.empty();
+  if (n_masks > 0 && st.masks_host.size() < n_masks * words) MS_RETURN_IF_ERROR(st.masks_host.alloc(n_masks * words));
+  n_masks = 0;
   std::vector<int> which;  // batch index of each sampled row
   for (size_t row = 0; row < batch_of_row.size(); ++row) {
     const int b = batch_of_row[row];
     if (b < 0 || !specs[b]) continue;
     const SampleSpec& s = *specs[b];
-    pack_sample_row(s.params, s.prompt, s.output, s.seed, static_cast<int>(row), V, st.rows_host.get() + which.size(),
-                    &st.penalties_host);
+    SampleRowParams* packed = st.rows_host.get() + which.size();
+    pack_sample_row(s.params, s.prompt, s.output, s.seed, static_cast<int>(row), V, packed, &st.penalties_host);
+    if (!s.allowed.empty()) {
+      uint32_t* dst = st.masks_host.get() + n_masks * words;
+      const size_t n = std::min<size_t>(words, s.allowed.size());
+      std::copy(s.allowed.begin(), s.allowed.begin() + n, dst);
+      std::fill(dst + n, dst + words, 0u);
+      packed->mask_row = static_cast<int32_t>(n_masks++);
+    }
     which.push_back(b);
   }
   const int R = static_cast<int>(which.size());
@@ -55,8 +70,13 @@ Status LayeredBackend::sample_rows(const std::vector<const SampleSpec*>& specs, 
   if (!st.penalties_host.empty())
     MS_CUDA_RETURN(cudaMemcpyAsync(st.penalties.get(), st.penalties_host.data(),
                                    st.penalties_host.size() * sizeof(SamplePenalty), cudaMemcpyHostToDevice, stream_));
-  MS_RETURN_IF_ERROR(launch_sample(logits_.get(), V, st.rows.get(), R, st.penalties.get(), st.scratch.get(),
-                                   st.out.get(), stream_));
+  if (n_masks > 0) {
+    if (st.masks.size() < n_masks * words) MS_RETURN_IF_ERROR(st.masks.alloc(n_masks * words));
+    MS_CUDA_RETURN(cudaMemcpyAsync(st.masks.get(), st.masks_host.get(), n_masks * words * sizeof(uint32_t),
+                                   cudaMemcpyHostToDevice, stream_));
+  }
+  MS_RETURN_IF_ERROR(launch_sample(logits_.get(), V, st.rows.get(), R, st.penalties.get(),
+                                   n_masks > 0 ? st.masks.get() : nullptr, st.scratch.get(), st.out.get(), stream_));
   MS_CUDA_RETURN(cudaMemcpyAsync(st.out_host.get(), st.out.get(), size_t(R) * sizeof(SampleRowOut),
                                  cudaMemcpyDeviceToHost, stream_));
   MS_CUDA_RETURN(cudaStreamSynchronize(stream_));
