@@ -76,12 +76,10 @@ Result<Grammar> GrammarBuilder::build(const GrammarLimits& limits) const {
                             std::to_string(limits.max_nfa_states) + ")");
   // Byte classes: bytes that every edge set either contains or not together.
   std::vector<ByteSet> distinct;
-  {
-    std::unordered_map<std::string, int> seen;
-    for (const NfaState& s : states_)
-      for (const ByteEdge& e : s.edges)
-        if (seen.emplace(e.set.to_string(), 0).second) distinct.push_back(e.set);
-  }
+  std::unordered_map<ByteSet, int> set_index;
+  for (const NfaState& s : states_)
+    for (const ByteEdge& e : s.edges)
+      if (set_index.emplace(e.set, static_cast<int>(distinct.size())).second) distinct.push_back(e.set);
   std::array<uint8_t, 256> cls{};
   int num_classes = 0;
   {
@@ -94,17 +92,25 @@ Result<Grammar> GrammarBuilder::build(const GrammarLimits& limits) const {
       cls[b] = static_cast<uint8_t>(it->second);
     }
   }
-  std::vector<int> rep(num_classes, -1);  // a byte of each class
-  for (int b = 255; b >= 0; --b) rep[cls[b]] = b;
+  // The classes each distinct edge set covers.
+  std::vector<std::vector<int>> set_classes(distinct.size());
+  for (size_t i = 0; i < distinct.size(); ++i) {
+    std::vector<bool> seen(num_classes, false);
+    for (int b = 0; b < 256; ++b)
+      if (distinct[i].test(b) && !seen[cls[b]]) {
+        seen[cls[b]] = true;
+        set_classes[i].push_back(cls[b]);
+      }
+  }
 
   // Subset construction (all rules in one table: NFA states never cross rules).
   std::unordered_map<std::vector<int>, int, VecHash> dfa_of;
   std::vector<std::vector<int>> sets;
   std::vector<int> closure_stack;
   std::vector<uint8_t> mark(states_.size(), 0);
-  auto closure = [&](std::vector<int> seed) {
+  auto closure = [&](const std::vector<int>& seed) {
     std::vector<int> out;
-    closure_stack = std::move(seed);
+    closure_stack = seed;
     while (!closure_stack.empty()) {
       int s = closure_stack.back();
       closure_stack.pop_back();
@@ -118,7 +124,7 @@ Result<Grammar> GrammarBuilder::build(const GrammarLimits& limits) const {
     return out;
   };
   bool too_big = false;
-  auto intern = [&](std::vector<int> set) -> int {
+  auto intern = [&](const std::vector<int>& set) -> int {
     if (set.empty()) return -1;
     auto it = dfa_of.find(set);
     if (it != dfa_of.end()) return it->second;
@@ -128,28 +134,38 @@ Result<Grammar> GrammarBuilder::build(const GrammarLimits& limits) const {
     }
     const int id = static_cast<int>(sets.size());
     dfa_of.emplace(set, id);
-    sets.push_back(std::move(set));
+    sets.push_back(set);
     return id;
   };
   std::vector<int> rule_start(rules_.size());
   for (size_t r = 0; r < rules_.size(); ++r) rule_start[r] = intern(closure({rules_[r].start}));
   std::vector<std::vector<int32_t>> rows;
   std::vector<std::vector<std::pair<int, int>>> dcalls;  // (callee rule, ret DFA state)
+  std::vector<int> singleton_dfa(states_.size(), -1);    // DFA state of {s}, for s without epsilon edges
+  std::vector<std::vector<int>> targets(num_classes);
   for (size_t d = 0; d < sets.size() && !too_big; ++d) {
     const std::vector<int> set = sets[d];  // copy: intern() may grow `sets`
     std::vector<int32_t> row(num_classes, -1);
+    for (auto& t : targets) t.clear();
+    for (int s : set)
+      for (const ByteEdge& e : states_[s].edges)
+        for (int c : set_classes[set_index.at(e.set)]) targets[c].push_back(e.to);
     for (int c = 0; c < num_classes; ++c) {
-      std::vector<int> targets;
-      for (int s : set)
-        for (const ByteEdge& e : states_[s].edges)
-          if (e.set.test(rep[c])) targets.push_back(e.to);
-      if (!targets.empty()) row[c] = intern(closure(std::move(targets)));
+      std::vector<int>& t = targets[c];
+      if (t.empty()) continue;
+      if (t.size() == 1 && states_[t[0]].eps.empty()) {  // memoised: most string-content steps
+        int& id = singleton_dfa[t[0]];
+        if (id < 0) id = intern(t);
+        row[c] = id;
+        continue;
+      }
+      row[c] = intern(closure(t));
     }
     std::map<int, std::vector<int>> by_rule;
     for (int s : set)
       for (const auto& [rule, to] : states_[s].calls) by_rule[rule].push_back(to);
     std::vector<std::pair<int, int>> cl;
-    for (auto& [rule, tos] : by_rule) cl.push_back({rule, intern(closure(std::move(tos)))});
+    for (auto& [rule, tos] : by_rule) cl.push_back({rule, intern(closure(tos))});
     rows.push_back(std::move(row));
     dcalls.push_back(std::move(cl));
   }
@@ -166,18 +182,37 @@ Result<Grammar> GrammarBuilder::build(const GrammarLimits& limits) const {
   }
 
   // Live: can complete its rule (reach an accepting state, calls included).
-  std::vector<uint8_t> live(acc);
-  for (bool changed = true; changed;) {
-    changed = false;
+  // A worklist backwards from the accepting states: d becomes live when a
+  // byte edge leads to a live state, or a call whose callee start and return
+  // are both live (re-checked when either turns live).
+  std::vector<uint8_t> live(n, 0);
+  {
+    std::vector<std::vector<int>> byte_preds(n), call_deps(n);
     for (int d = 0; d < n; ++d) {
-      if (live[d]) continue;
-      bool l = false;
-      for (int32_t t : rows[d]) l = l || (t >= 0 && live[t]);
-      for (const auto& [r, ret] : dcalls[d]) l = l || (ret >= 0 && live[rule_start[r]] && live[ret]);
-      if (l) {
+      for (int32_t t : rows[d])
+        if (t >= 0) byte_preds[t].push_back(d);
+      for (const auto& [r, ret] : dcalls[d])
+        if (ret >= 0) {
+          call_deps[ret].push_back(d);
+          call_deps[rule_start[r]].push_back(d);
+        }
+    }
+    std::vector<int> work;
+    auto make_live = [&](int d) {
+      if (!live[d]) {
         live[d] = 1;
-        changed = true;
+        work.push_back(d);
       }
+    };
+    for (int d = 0; d < n; ++d)
+      if (acc[d]) make_live(d);
+    while (!work.empty()) {
+      const int x = work.back();
+      work.pop_back();
+      for (int d : byte_preds[x]) make_live(d);
+      for (int d : call_deps[x])
+        for (const auto& [r, ret] : dcalls[d])
+          if (ret >= 0 && live[ret] && live[rule_start[r]]) make_live(d);
     }
   }
   const int root = rule_start[0];

@@ -49,9 +49,11 @@ struct CallEdge {
   int32_t ret = 0;           // DFA state in the caller to continue at after the callee ends
 };
 
+// Bounds on what one schema may compile to (a request that exceeds them is
+// refused; compiling up to them takes ~1-2 s of the request's thread).
 struct GrammarLimits {
-  int max_nfa_states = 400000;
-  int max_dfa_states = 200000;
+  int max_nfa_states = 300000;
+  int max_dfa_states = 150000;
 };
 
 class Grammar {

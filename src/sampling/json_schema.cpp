@@ -31,7 +31,7 @@ const std::set<std::string>& constraint_keywords() {
       "type",      "nullable",  "enum",        "const",    "anyOf",      "oneOf",      "allOf",
       "$ref",      "properties", "required",   "additionalProperties",   "items",      "prefixItems",
       "minItems",  "maxItems",  "uniqueItems", "minLength", "maxLength", "minimum",    "maximum",
-      "exclusiveMinimum", "exclusiveMaximum"};
+      "exclusiveMinimum", "exclusiveMaximum", "format"};
   return k;
 }
 
@@ -127,7 +127,7 @@ Result<std::vector<std::string>> SchemaCompiler::types_of(const Json& node, cons
     };
     if (has({"properties", "required", "additionalProperties"})) types.push_back("object");
     if (has({"items", "prefixItems", "minItems", "maxItems"})) types.push_back("array");
-    if (has({"minLength", "maxLength"})) types.push_back("string");
+    if (has({"minLength", "maxLength", "format"})) types.push_back("string");
     if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}))
       return invalid_argument("numeric bounds without 'type' at " + where(path) + " are not supported");
   }
@@ -290,6 +290,15 @@ Status SchemaCompiler::emit_typed(const Json& node, const std::string& type, con
   if (type == "object") return emit_object(node, path, from, to, depth);
   if (type == "array") return emit_array(node, path, from, to, depth);
   if (type == "string") {
+    if (auto f = node.find("format"); f != node.end()) {
+      if (node.contains("minLength") || node.contains("maxLength"))
+        return invalid_argument("'format' together with 'minLength' / 'maxLength' at " + where(path) +
+                                " is not supported");
+      if (!f->is_string() || !e_.formatted_string(from, to, f->get<std::string>()))
+        return invalid_argument("keyword 'format' (" + f->dump() + ") at " + where(path) +
+                                " is not supported; supported: date, time, date-time, uuid, email");
+      return Status::ok();
+    }
     MS_ASSIGN_OR_RETURN(int64_t lo, bound(node, "minLength", path, 0));
     MS_ASSIGN_OR_RETURN(int64_t hi, bound(node, "maxLength", path, -1));
     if (lo > kMaxStringLengthBound || hi > kMaxStringLengthBound)

@@ -28,6 +28,8 @@ function valid(v, s, root = s) {
       : typeof v === t);
   if (types && !types.some(is)) return false;
   if (typeof v === 'string') {
+    if (s.format === 'date' && !/^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$/.test(v)) return false;
+    if (s.format === 'date' && Number.isNaN(Date.parse(v + 'T00:00:00Z'))) return false;
     const n = [...v].length;
     if (s.minLength !== undefined && n < s.minLength) return false;
     if (s.maxLength !== undefined && n > s.maxLength) return false;
@@ -58,10 +60,11 @@ const weather = {
     sunny: { type: 'boolean' },
     temperature_c: { type: 'integer', minimum: -40, maximum: 50 },
     summary: { type: 'string', maxLength: 24 },
+    date: { type: 'string', format: 'date' },
     alerts: { type: 'array', items: { type: 'string', maxLength: 10 }, maxItems: 2 },
     wind: { anyOf: [{ type: 'null' }, { $ref: '#/$defs/Wind' }] },
   },
-  required: ['city', 'sunny', 'temperature_c', 'summary', 'alerts', 'wind'],
+  required: ['city', 'sunny', 'temperature_c', 'summary', 'date', 'alerts', 'wind'],
   additionalProperties: false,
   $defs: { Wind: { type: 'object', properties: { kmh: { type: 'integer', minimum: 0, maximum: 200 },
     dir: { enum: ['N', 'E', 'S', 'W'] } }, required: ['kmh', 'dir'], additionalProperties: false } },
@@ -203,7 +206,7 @@ test('unsupported schemas and combinations are 400s naming the parameter', async
   };
   await bad({ response_format: { type: 'json_schema', json_schema: { name: 'a', schema: { type: 'object',
     properties: { zip: { type: 'string', pattern: '^[0-9]{5}$' } } } } } }, 'response_format', "'pattern' at /properties/zip");
-  await bad({ response_format: { type: 'json_schema', json_schema: { name: 'a', schema: { type: 'string', format: 'email' } } } },
+  await bad({ response_format: { type: 'json_schema', json_schema: { name: 'a', schema: { type: 'string', format: 'ipv6' } } } },
     'response_format', "'format'");
   await bad({ response_format: { type: 'json_schema', json_schema: { name: 'a' } } }, 'response_format.json_schema.schema', 'required');
   await bad({ response_format: { type: 'yaml' } }, 'response_format.type', 'yaml');

@@ -110,6 +110,8 @@ const char* kSchemas[] = {
     R"({"anyOf":[{"type":"integer","minimum":-1,"maximum":199},{"type":"string","minLength":2,"maxLength":3},
       {"type":"array","items":{"type":["string","null"]}}]})",
     R"({"type":"object","additionalProperties":{"type":"string"}})",
+    R"({"type":"array","items":{"anyOf":[{"type":"string","format":"date-time"},{"type":"string","format":"uuid"},
+      {"type":"string","format":"email"}]},"maxItems":2})",
     "",  // json_object
 };
 

@@ -108,7 +108,7 @@ TEST_F(StructuredOutputTest, RefusalsAre400sNamingTheParameter) {
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.param, "response_format");
   const Json tools = Json::parse(R"([{"type":"function","function":{"name":"f","strict":true,
-    "parameters":{"type":"object","properties":{"x":{"type":"string","format":"email"}}}}}])");
+    "parameters":{"type":"object","properties":{"x":{"type":"string","format":"hostname"}}}}}])");
   auto choice = resolve_tool_choice(nlohmann::json::parse(tools.dump()), "required");
   ASSERT_TRUE(choice.is_ok());
   StructuredRequest treq;
