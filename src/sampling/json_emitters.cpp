@@ -353,21 +353,29 @@ void JsonEmitter::any_value(int from, int to) {
 }
 
 void JsonEmitter::any_object(int from, int to) {
+  (void)object_of(from, to, [this](int a, int b) {
+    any_value(a, b);
+    return Status::ok();
+  });
+}
+
+Status JsonEmitter::object_of(int from, int to, const std::function<Status(int, int)>& value) {
   const int r = rule(from);
-  const int open = state(r), first = state(r), key = state(r), colon = state(r), value = state(r), after = state(r),
+  const int open = state(r), first = state(r), key = state(r), colon = state(r), val = state(r), after = state(r),
             comma = state(r), next_key = state(r), close = state(r);
   lit(from, "{", open);
   ws(open, first);
   lit(first, "}", to);
   string(first, key);
   lit(key, ":", colon);
-  ws(colon, value);
-  any_value(value, after);
+  ws(colon, val);
+  MS_RETURN_IF_ERROR(value(val, after));
   lit(after, ",", comma);
   ws(comma, next_key);
   string(next_key, key);
   ws(after, close);
   lit(close, "}", to);
+  return Status::ok();
 }
 
 void JsonEmitter::any_array(int from, int to) {

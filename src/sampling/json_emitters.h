@@ -30,8 +30,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
+#include "core/status.h"
 #include "sampling/grammar.h"
 
 namespace ms {
@@ -64,6 +66,8 @@ class JsonEmitter {
   // Any JSON value / any object, inline in from's rule (nested containers call the recursive rules).
   void any_value(int from, int to);
   void any_object(int from, int to);
+  // An object with any keys whose values `value` emits (between two states it is given).
+  Status object_of(int from, int to, const std::function<Status(int, int)>& value);
   void any_array(int from, int to);
 
  private:

@@ -383,27 +383,15 @@ Status SchemaCompiler::emit_object(const Json& node, const std::string& path, in
     e_.any_object(from, to);
     return Status::ok();
   }
+  if (!props && addl && addl->is_object()) {  // a map: any keys, values of one schema
+    if (!required.empty())
+      return invalid_argument("'required' without 'properties' at " + where(path) + " is not supported");
+    return e_.object_of(from, to, [&](int a, int b) { return emit(*addl, path + "/additionalProperties", a, b, depth + 1); });
+  }
   const int open = st(from), first = st(from);
   e_.lit(from, "{", open);
   e_.ws(open, first);
   if (!props) {
-    if (addl && addl->is_object()) {  // a map: any keys, values of one schema
-      if (!required.empty())
-        return invalid_argument("'required' without 'properties' at " + where(path) + " is not supported");
-      const int key = st(from), colon = st(from), value = st(from), after = st(from), comma = st(from),
-                next_key = st(from), close = st(from);
-      e_.lit(first, "}", to);
-      e_.string(first, key);
-      e_.lit(key, ":", colon);
-      e_.ws(colon, value);
-      MS_RETURN_IF_ERROR(emit(*addl, path + "/additionalProperties", value, after, depth + 1));
-      e_.lit(after, ",", comma);
-      e_.ws(comma, next_key);
-      e_.string(next_key, key);
-      e_.ws(after, close);
-      e_.lit(close, "}", to);
-      return Status::ok();
-    }
     if (!required.empty())
       return invalid_argument("'required' without 'properties' at " + where(path) + " is not supported");
     e_.lit(first, "}", to);  // additionalProperties: false and no properties: {}

@@ -6,17 +6,8 @@
 namespace ms::server {
 namespace {
 
-const char* type_name(const Json& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  return "an object";
-}
-
 ApiError type_error(const std::string& param, const char* want, const Json& v) {
-  return bad_request("'" + param + "' must be " + want + ", got " + type_name(v), param, "invalid_type");
+  return bad_request("'" + param + "' must be " + want + ", got " + v.type_name(), param, "invalid_type");
 }
 
 ApiError unknown_key(const std::string& param, const std::string& key) {

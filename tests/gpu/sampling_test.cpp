@@ -330,21 +330,34 @@ TEST(DeviceSamplerRng, SeedDeterminism) {
   EXPECT_GT(distinct.size(), 8u) << "different (seed, index) should give different draws";
 }
 
+// The qwen3 fixture model on a LayeredBackend (8-token blocks, 4 MB of KV).
+struct Fixture {
+  std::unique_ptr<LoadedModel> model;
+  LayeredBackendOptions opt;
+  std::unique_ptr<LayeredBackend> backend;
+  void load() {
+    auto m = load_model(std::string(MEGASERVE_SOURCE_DIR) + "/tests/fixtures/hf/qwen3");
+    ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+    model = std::move(m).value();
+    opt.block_size = 8;
+    opt.kv_bytes = 4 << 20;
+    opt.max_context = 1024;
+    auto gpu = LayeredBackend::create(model->config, model->weights, opt);
+    ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+    backend = std::move(gpu).value();
+  }
+};
+
 // LayeredBackend::step_sample against step() + sample_token on the same
 // batch (a step rewrites the same KV slots with the same values, so running
 // both on one backend is exact): a prefill of two sequences (eager), then
 // decode steps (the graph), with greedy and sampled sequences.
 TEST(DeviceSamplerBackend, StepSampleMatchesStepPlusCpuSampler) {
   MS_GPU_TEST_GUARD();
-  auto model = load_model(std::string(MEGASERVE_SOURCE_DIR) + "/tests/fixtures/hf/qwen3");
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  LayeredBackendOptions opt;
-  opt.block_size = 8;
-  opt.kv_bytes = 4 << 20;
-  opt.max_context = 1024;
-  auto gpu = LayeredBackend::create((*model)->config, (*model)->weights, opt);
-  ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
-  LayeredBackend& b = **gpu;
+  Fixture fx;
+  ASSERT_NO_FATAL_FAILURE(fx.load());
+  LayeredBackend& b = *fx.backend;
+  const LayeredBackendOptions& opt = fx.opt;
   ASSERT_TRUE(b.supports_sampling());
   const int V = b.config().vocab_size, G = static_cast<int>(b.kv_spec().groups.size());
   std::vector<SampleSpec> specs(3);
@@ -410,15 +423,10 @@ TEST(DeviceSamplerBackend, StepSampleMatchesStepPlusCpuSampler) {
 // -> the uploaded per-row masks) against step() + sample_token with the same masks.
 TEST(DeviceSamplerBackend, StepSampleAppliesGrammarMasks) {
   MS_GPU_TEST_GUARD();
-  auto model = load_model(std::string(MEGASERVE_SOURCE_DIR) + "/tests/fixtures/hf/qwen3");
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  LayeredBackendOptions opt;
-  opt.block_size = 8;
-  opt.kv_bytes = 4 << 20;
-  opt.max_context = 1024;
-  auto gpu = LayeredBackend::create((*model)->config, (*model)->weights, opt);
-  ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
-  LayeredBackend& b = **gpu;
+  Fixture fx;
+  ASSERT_NO_FATAL_FAILURE(fx.load());
+  LayeredBackend& b = *fx.backend;
+  const LayeredBackendOptions& opt = fx.opt;
   const int V = b.config().vocab_size, G = static_cast<int>(b.kv_spec().groups.size());
   std::vector<SampleSpec> specs(3);
   specs[0].params = params(0.f, 0, 1.f, 0.f, 2);

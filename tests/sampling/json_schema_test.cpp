@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "sampling/grammar_runtime.h"
 
 namespace ms {
@@ -340,6 +342,72 @@ TEST(JsonSchema, RefusalsNameTheKeyword) {
   deep += "{}";
   for (int i = 0; i < 100; ++i) deep += "}";
   EXPECT_NE(error_of(deep).find("deeper than"), std::string::npos);
+}
+
+// Random schema documents built from the keywords (valid, invalid and
+// self-referencing ones mixed): compiling returns a grammar or an error,
+// never crashes or runs away.
+Json random_schema(std::mt19937& g, int depth) {
+  auto pick = [&](int n) { return static_cast<int>(g() % n); };
+  static const char* types[] = {"string", "number", "integer", "boolean", "null", "object", "array", "bogus"};
+  if (depth > 4 || pick(4) == 0) {
+    switch (pick(6)) {
+      case 0: return Json{{"type", types[pick(8)]}};
+      case 1: return Json{{"enum", Json::array({"a", 1, nullptr})}};
+      case 2: return Json{{"$ref", pick(2) ? "#" : "#/$defs/X"}};
+      case 3: return Json{{"type", "string"}, {"maxLength", pick(5)}, {"minLength", pick(3)}};
+      case 4: return Json{{"type", "integer"}, {"minimum", pick(50) - 25}, {"maximum", pick(50) - 10}};
+      default: return pick(2) ? Json(true) : Json(false);
+    }
+  }
+  Json s = Json::object();
+  switch (pick(5)) {
+    case 0: {
+      s["type"] = "object";
+      Json props = Json::object();
+      for (int i = 0, n = pick(4); i < n; ++i) props["p" + std::to_string(i)] = random_schema(g, depth + 1);
+      s["properties"] = props;
+      if (pick(2)) s["required"] = Json::array({"p0"});
+      if (pick(2)) s["additionalProperties"] = pick(2) ? Json(false) : random_schema(g, depth + 1);
+      break;
+    }
+    case 1:
+      s["type"] = "array";
+      s["items"] = random_schema(g, depth + 1);
+      if (pick(2)) s["maxItems"] = pick(4);
+      if (pick(2)) s["minItems"] = pick(3);
+      break;
+    case 2: {
+      Json alts = Json::array();
+      for (int i = 0, n = 1 + pick(3); i < n; ++i) alts.push_back(random_schema(g, depth + 1));
+      s[pick(2) ? "anyOf" : "oneOf"] = alts;
+      break;
+    }
+    case 3:
+      s["$defs"] = {{"X", random_schema(g, depth + 1)}};
+      s["$ref"] = "#/$defs/X";
+      break;
+    default:
+      s["type"] = Json::array({types[pick(8)], "null"});
+      if (pick(3) == 0) s["pattern"] = "x";
+  }
+  return s;
+}
+
+TEST(JsonSchema, RandomSchemasCompileOrFailCleanly) {
+  std::mt19937 g(2026);
+  int ok = 0;
+  for (int i = 0; i < 1500; ++i) {
+    Json s = random_schema(g, 0);
+    auto r = compile_json_schema(s);
+    if (!r.is_ok()) {
+      EXPECT_FALSE(r.status().message().empty());
+      continue;
+    }
+    ++ok;
+    EXPECT_GT(r->num_states(), 0) << s.dump();
+  }
+  EXPECT_GT(ok, 300);
 }
 
 TEST(JsonSchema, AlternativesWithAffixes) {
