@@ -52,7 +52,9 @@ void expect_rejects(const Grammar& g, const std::string& text, int dead_at) {
   Walk w = walk(g, text);
   EXPECT_FALSE(grammar_accepts(g, text)) << text;
   EXPECT_EQ(w.dead_at, dead_at) << text;
-  if (dead_at < 0) EXPECT_FALSE(w.complete) << text;
+  if (dead_at < 0) {
+    EXPECT_FALSE(w.complete) << text;
+  }
 }
 
 std::string error_of(const std::string& schema_text) {

@@ -93,8 +93,11 @@ void walk_and_check(const std::shared_ptr<const TokenVocab>& vocab, const std::s
     ASSERT_TRUE(grammar_accepts(cg->grammar(), out)) << out;
     Json v;
     ASSERT_NO_THROW(v = Json::parse(out)) << out;
-    if (!schema_text.empty()) EXPECT_TRUE(test::schema_valid(v, schema, schema)) << out;
-    else EXPECT_TRUE(v.is_object()) << out;
+    if (!schema_text.empty()) {
+      EXPECT_TRUE(test::schema_valid(v, schema, schema)) << out;
+    } else {
+      EXPECT_TRUE(v.is_object()) << out;
+    }
   }
 }
 
