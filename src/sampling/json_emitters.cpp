@@ -76,9 +76,11 @@ const std::vector<StrGroup>& str_groups(StrSub sub) {
 
 }  // namespace
 
-void JsonEmitter::string(int from, int to, int min_len, int max_len) {
+void JsonEmitter::string_states(int from, int to, int min_len, int max_len, bool quoted) {
+  // Quoted: the states are tagged for the string masks (token_mask.h), which
+  // need them to be entered and left by the quote bytes alone.
   const int r = rule(from);
-  const int inst = b_.add_string({min_len, max_len, -1});
+  const int inst = quoted ? b_.add_string({min_len, max_len, -1}) : -1;
   const int cap = max_len >= 0 ? max_len : min_len;  // counts kept: 0..cap
   // (count, sub) -> state, created on first reach.
   std::vector<int> node(size_t(cap + 1) * kNumStrSubs, -1);
@@ -87,12 +89,15 @@ void JsonEmitter::string(int from, int to, int min_len, int max_len) {
     int& s = node[size_t(k) * kNumStrSubs + static_cast<int>(sub)];
     if (s < 0) {
       s = state(r);
-      b_.tag(s, {inst, k, sub});
+      if (quoted) b_.tag(s, {inst, k, sub});
       work.push_back({k, sub});
     }
     return s;
   };
-  b_.byte(from, '"', get(0, StrSub::kBoundary));
+  if (quoted)
+    b_.byte(from, '"', get(0, StrSub::kBoundary));
+  else
+    b_.eps(from, get(0, StrSub::kBoundary));
   while (!work.empty()) {
     const auto [k, sub] = work.back();
     work.pop_back();
@@ -102,7 +107,12 @@ void JsonEmitter::string(int from, int to, int min_len, int max_len) {
       if (max_len >= 0 && k2 > max_len) continue;
       b_.bytes(s, g.bytes, get(std::min(k2, cap), g.next));
     }
-    if (sub == StrSub::kBoundary && k >= min_len) b_.byte(s, '"', to);
+    if (sub == StrSub::kBoundary && k >= min_len) {
+      if (quoted)
+        b_.byte(s, '"', to);
+      else
+        b_.eps(s, to);
+    }
   }
 }
 
@@ -199,127 +209,6 @@ void JsonEmitter::integer_range(int from, int to, int64_t lo, int64_t hi) {
     nonneg_range(m, to, mag_lo, mag_hi);
   }
   if (hi >= 0) nonneg_range(from, to, static_cast<uint64_t>(std::max<int64_t>(lo, 0)), static_cast<uint64_t>(hi));
-}
-
-void JsonEmitter::run(int from, int to, const ByteSet& set, int min_n, int max_n) {
-  int cur = from;
-  if (min_n == 0) b_.eps(from, to);
-  for (int i = 0; i < max_n; ++i) {
-    const int nxt = state(rule(from));
-    b_.bytes(cur, set, nxt);
-    if (i + 1 >= min_n) b_.eps(nxt, to);
-    cur = nxt;
-  }
-}
-
-void JsonEmitter::date(int from, int to) {
-  const int r = rule(from);
-  const int year = state(r), dash = state(r);
-  digits(from, year, 4, 4, false);
-  lit(year, "-", dash);
-  auto month = [&](const char* m, const char* last_day) {
-    const int md = state(r);
-    lit(dash, std::string(m) + "-", md);
-    fixed_len_range(md, to, "01", last_day);
-  };
-  month("02", "28");
-  for (const char* m : {"04", "06", "09", "11"}) month(m, "30");
-  for (const char* m : {"01", "03", "05", "07", "08", "10", "12"}) month(m, "31");
-}
-
-void JsonEmitter::time(int from, int to) {
-  const int r = rule(from);
-  const int h = state(r), c1 = state(r), m = state(r), c2 = state(r), sec = state(r), frac = state(r),
-            zone = state(r), oh = state(r), oc = state(r);
-  fixed_len_range(from, h, "00", "23");
-  lit(h, ":", c1);
-  fixed_len_range(c1, m, "00", "59");
-  lit(m, ":", c2);
-  fixed_len_range(c2, sec, "00", "59");
-  b_.eps(sec, zone);
-  lit(sec, ".", frac);
-  digits(frac, zone, 1, 6, false);
-  lit(zone, "Z", to);
-  ByteSet pm;
-  pm.set('+');
-  pm.set('-');
-  const int sign = state(r);
-  b_.bytes(zone, pm, sign);
-  fixed_len_range(sign, oh, "00", "23");
-  lit(oh, ":", oc);
-  fixed_len_range(oc, to, "00", "59");
-}
-
-bool JsonEmitter::formatted_string(int from, int to, const std::string& format) {
-  const int r = rule(from);
-  const int open = state(r), close = state(r);
-  if (format == "date") {
-    date(open, close);
-  } else if (format == "time") {
-    time(open, close);
-  } else if (format == "date-time") {
-    const int d = state(r), t = state(r);
-    date(open, d);
-    lit(d, "T", t);
-    time(t, close);
-  } else if (format == "uuid") {
-    ByteSet hex;
-    for (int b = 0; b < 256; ++b) hex[b] = is_hex_digit(static_cast<uint8_t>(b));
-    int cur = open;
-    const int groups[] = {8, 4, 4, 4, 12};
-    for (int g = 0; g < 5; ++g) {
-      const int nxt = g == 4 ? close : state(r);
-      if (g > 0) {
-        const int dash = state(r);
-        lit(cur, "-", dash);
-        cur = dash;
-      }
-      run(cur, nxt, hex, groups[g], groups[g]);
-      cur = nxt;
-    }
-  } else if (format == "email") {
-    ByteSet atom, alnum, label_mid, alpha;
-    for (int b = 0; b < 256; ++b) {
-      const bool an = (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z');
-      alnum[b] = an;
-      alpha[b] = (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z');
-      atom[b] = an || b == '_' || b == '+' || b == '-';
-      label_mid[b] = an || b == '-';
-    }
-    // local: atom ('.' atom){0,2}
-    int cur = open;
-    const int at = state(r);
-    for (int a = 0; a < 3; ++a) {
-      const int done = state(r);
-      run(cur, done, atom, 1, 20);
-      b_.byte(done, '@', at);
-      if (a < 2) {
-        const int dot = state(r);
-        lit(done, ".", dot);
-        cur = dot;
-      }
-    }
-    // domain: (label '.'){1,3} tld
-    cur = at;
-    const int tld = state(r);
-    for (int l = 0; l < 3; ++l) {
-      const int first = state(r), done = state(r), dot = state(r);
-      b_.bytes(cur, alnum, first);
-      b_.eps(first, done);
-      const int mid = state(r);
-      run(first, mid, label_mid, 0, 20);
-      b_.bytes(mid, alnum, done);
-      lit(done, ".", dot);
-      b_.eps(dot, tld);
-      cur = dot;
-    }
-    run(tld, close, alpha, 2, 10);
-  } else {
-    return false;
-  }
-  lit(from, "\"", open);
-  lit(close, "\"", to);
-  return true;
 }
 
 void JsonEmitter::boolean(int from, int to) {

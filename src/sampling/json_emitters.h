@@ -15,18 +15,7 @@
 // Any JSON value (json_object, schemas without a type): objects and arrays
 // nest through two recursive rules, created on first use.
 //
-// String formats (JSON Schema "format", as OpenAI's strict mode supports
-// them) generate a subset of what each format allows, chosen to pass strict
-// validators (RFC 3339 via ajv-formats "full" or Python's rfc3339-validator,
-// pydantic's EmailStr):
-//   date       YYYY-MM-DD with the day within its month (February to the
-//              28th: no leap-year arithmetic in a grammar),
-//   time       HH:MM:SS[.ffffff](Z|+HH:MM|-HH:MM) (an offset, as RFC 3339 requires),
-//   date-time  date "T" time,
-//   uuid       8-4-4-4-12 hex digits,
-//   email      dot-separated atoms of [A-Za-z0-9_+-] (at most 3 of 20) "@"
-//              1-3 labels of [A-Za-z0-9-] (not starting or ending with '-')
-//              and a 2-10 letter top-level label.
+// Strings with a format or a pattern: json_regex.h.
 #pragma once
 
 #include <cstdint>
@@ -54,13 +43,15 @@ class JsonEmitter {
   void ws(int from, int to);
   void lit(int from, const std::string& text, int to) { b_.literal(from, text, to); }
   // A string: quote, content of [min_len, max_len] characters (max -1: unbounded), quote.
-  void string(int from, int to, int min_len = 0, int max_len = -1);
+  void string(int from, int to, int min_len = 0, int max_len = -1) { string_states(from, to, min_len, max_len, true); }
+  // The content alone (no quotes, states untagged): a part of a product automaton (json_regex.h).
+  void string_content(int from, int to, int min_len, int max_len) {
+    string_states(from, to, min_len, max_len, false);
+  }
   void number(int from, int to);
   void integer(int from, int to);
   // Integers in [lo, hi] (canonical decimal, no leading zeros; "-0" excluded).
   void integer_range(int from, int to, int64_t lo, int64_t hi);
-  // A string in `format` (above); false when the format is not one of them.
-  bool formatted_string(int from, int to, const std::string& format);
   void boolean(int from, int to);
   void null(int from, int to) { lit(from, "null", to); }
   // Any JSON value / any object, inline in from's rule (nested containers call the recursive rules).
@@ -75,9 +66,7 @@ class JsonEmitter {
   void digits(int from, int to, int min_n, int max_n, bool first_nonzero);
   void fixed_len_range(int from, int to, const std::string& lo, const std::string& hi);
   void nonneg_range(int from, int to, uint64_t lo, uint64_t hi);
-  void date(int from, int to);
-  void time(int from, int to);
-  void run(int from, int to, const ByteSet& set, int min_n, int max_n);
+  void string_states(int from, int to, int min_len, int max_len, bool quoted);
   int any_object_rule();
   int any_array_rule();
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "sampling/json_emitters.h"
+#include "sampling/json_regex.h"
 
 namespace ms {
 namespace {
@@ -31,7 +32,7 @@ const std::set<std::string>& constraint_keywords() {
       "type",      "nullable",  "enum",        "const",    "anyOf",      "oneOf",      "allOf",
       "$ref",      "properties", "required",   "additionalProperties",   "items",      "prefixItems",
       "minItems",  "maxItems",  "uniqueItems", "minLength", "maxLength", "minimum",    "maximum",
-      "exclusiveMinimum", "exclusiveMaximum", "format"};
+      "exclusiveMinimum", "exclusiveMaximum", "format", "pattern"};
   return k;
 }
 
@@ -127,7 +128,7 @@ Result<std::vector<std::string>> SchemaCompiler::types_of(const Json& node, cons
     };
     if (has({"properties", "required", "additionalProperties"})) types.push_back("object");
     if (has({"items", "prefixItems", "minItems", "maxItems"})) types.push_back("array");
-    if (has({"minLength", "maxLength", "format"})) types.push_back("string");
+    if (has({"minLength", "maxLength", "format", "pattern"})) types.push_back("string");
     if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}))
       return invalid_argument("numeric bounds without 'type' at " + where(path) + " are not supported");
   }
@@ -290,23 +291,47 @@ Status SchemaCompiler::emit_typed(const Json& node, const std::string& type, con
   if (type == "object") return emit_object(node, path, from, to, depth);
   if (type == "array") return emit_array(node, path, from, to, depth);
   if (type == "string") {
-    if (auto f = node.find("format"); f != node.end()) {
-      if (node.contains("minLength") || node.contains("maxLength"))
-        return invalid_argument("'format' together with 'minLength' / 'maxLength' at " + where(path) +
-                                " is not supported");
-      if (!f->is_string() || !e_.formatted_string(from, to, f->get<std::string>()))
-        return invalid_argument("keyword 'format' (" + f->dump() + ") at " + where(path) +
-                                " is not supported; supported: date, time, date-time, uuid, email");
-      return Status::ok();
-    }
     MS_ASSIGN_OR_RETURN(int64_t lo, bound(node, "minLength", path, 0));
     MS_ASSIGN_OR_RETURN(int64_t hi, bound(node, "maxLength", path, -1));
     if (lo > kMaxStringLengthBound || hi > kMaxStringLengthBound)
       return invalid_argument("'minLength' / 'maxLength' at " + where(path) + " above " +
                               std::to_string(kMaxStringLengthBound) + " are not supported");
     if (hi >= 0 && hi < lo) return invalid_argument("'maxLength' < 'minLength' at " + where(path));
-    e_.string(from, to, static_cast<int>(lo), static_cast<int>(hi));
-    return Status::ok();
+    std::vector<StringPart> parts;
+    if (auto f = node.find("format"); f != node.end()) {
+      const char* fp = f->is_string() ? format_pattern(f->get<std::string>()) : nullptr;
+      if (!fp)
+        return invalid_argument("keyword 'format' (" + f->dump() + ") at " + where(path) +
+                                " is not supported; supported: date, time, date-time, uuid, email");
+      parts.push_back({"'format' at " + where(path), [fp](GrammarBuilder& b, int a, int z) {
+                         return emit_pattern(b, a, z, fp);
+                       }});
+    }
+    if (auto pt = node.find("pattern"); pt != node.end()) {
+      if (!pt->is_string()) return invalid_argument("'pattern' at " + where(path) + " must be a string");
+      const std::string pattern = pt->get<std::string>();
+      parts.push_back({"'pattern' at " + where(path), [pattern](GrammarBuilder& b, int a, int z) {
+                         return emit_pattern(b, a, z, pattern);
+                       }});
+    }
+    if (parts.empty()) {
+      e_.string(from, to, static_cast<int>(lo), static_cast<int>(hi));
+      return Status::ok();
+    }
+    if (lo > 0 || hi >= 0)
+      parts.push_back({"'minLength' / 'maxLength' at " + where(path), [lo, hi](GrammarBuilder& b, int a, int z) {
+                         JsonEmitter(b).string_content(a, z, static_cast<int>(lo), static_cast<int>(hi));
+                         return Status::ok();
+                       }});
+    if (parts.size() == 1) {  // one pattern or format: straight into this grammar
+      const int a = st(from), z = st(from);
+      e_.lit(from, "\"", a);
+      Status s = parts[0].emit(b_, a, z);
+      if (!s.is_ok()) return invalid_argument(parts[0].what + ": " + s.message());
+      e_.lit(z, "\"", to);
+      return Status::ok();
+    }
+    return emit_string_product(b_, from, to, parts, opt_.limits);
   }
   if (type == "integer") return emit_integer(node, path, from, to);
   if (type == "number") {

@@ -7,7 +7,9 @@
 //           properties are generated, which is valid either way; a schema with
 //           no properties: a map from any key to that schema, or any object),
 //   array: items (a schema; absent or true: any value), prefixItems, minItems, maxItems,
-//   string: minLength, maxLength (in characters),
+//   string: minLength, maxLength (in characters), pattern (json_regex.h:
+//           an ECMA-262 subset), format date / time / date-time / uuid / email
+//           (as patterns; several constraints: the product of their automata),
 //   integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (bounds
 //            that are integers or not), number: no bounds,
 //   enum, const (any JSON values), anyOf, oneOf (as anyOf: alternatives that
@@ -17,9 +19,9 @@
 //   recursive grammar rules;
 //   ignored annotations: title, description, default, examples, $comment,
 //   $schema, $id, deprecated, readOnly, writeOnly, discriminator.
-// Anything else (pattern, format, multipleOf, uniqueItems, propertyNames,
+// Anything else (other formats, multipleOf, uniqueItems, propertyNames,
 // minProperties, if/then/else, not, ...) is InvalidArgument naming the keyword
-// and where it is ("keyword 'pattern' at /properties/zip is not supported").
+// and where it is ("keyword 'multipleOf' at /properties/n is not supported").
 // The walk over the schema is bounded: nesting depth, $ref inlining and the
 // grammar's state budget all end in an error, never in unbounded recursion.
 //

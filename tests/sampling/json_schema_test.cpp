@@ -132,10 +132,13 @@ TEST(JsonSchema, StringFormats) {
   expect_rejects(time, R"("12:00:00")", 9);  // RFC 3339 needs the offset
   Grammar dt = compile(R"({"type":"string","format":"date-time"})");
   expect_accepts(dt, R"("2024-06-01T12:00:00Z")");
+  expect_accepts(dt, R"("2024-06-01T12:00:00.250Z")");
+  expect_rejects(dt, R"("2024-06-01T12:00:00+02:00")", 20);  // UTC only (zod's default datetime())
   expect_rejects(dt, R"("2024-06-01 12:00:00Z")", 11);
   Grammar uuid = compile(R"({"type":"string","format":"uuid"})");
   expect_accepts(uuid, R"("123e4567-e89b-12d3-a456-426614174000")");
   expect_accepts(uuid, R"("123E4567-E89B-12D3-A456-426614174000")");
+  expect_rejects(uuid, R"("123e4567-e89b-02d3-a456-426614174000")", 15);  // RFC 9562 versions 1-8
   expect_rejects(uuid, R"("123e4567e89b12d3a456426614174000")", 9);
   Grammar email = compile(R"({"format":"email"})");  // no type: a string in the format
   for (const char* ok : {R"("a@b.co")", R"("first.last+tag@mail.example.org")", R"("x_y-z@sub-1.a.io")"})
@@ -147,6 +150,42 @@ TEST(JsonSchema, StringFormats) {
   expect_rejects(email, R"("a@b")", 4);
   Grammar on_number = compile(R"({"type":"integer","format":"int64"})");  // formats describe strings only
   expect_accepts(on_number, "12");
+}
+
+TEST(JsonSchema, Patterns) {
+  Grammar zip = compile(R"({"type":"string","pattern":"^[0-9]{5}(-[0-9]{4})?$"})");
+  expect_accepts(zip, R"("12345")");
+  expect_accepts(zip, R"("12345-6789")");
+  expect_rejects(zip, R"("1234")", 5);
+  expect_rejects(zip, R"("12345-")", 7);
+  Grammar alt = compile(R"({"pattern":"^(?:red|gr[ae]y)$|^x+\\.y*$"})");  // no type: a string
+  for (const char* ok : {R"("red")", R"("grey")", R"("gray")", R"("xx.")", R"("x.yy")"}) expect_accepts(alt, ok);
+  expect_rejects(alt, R"("green")", 4);
+  // Unanchored: any (printable ASCII) characters around the match.
+  Grammar contains = compile(R"({"type":"string","pattern":"ab+c"})");
+  expect_accepts(contains, R"("abc")");
+  expect_accepts(contains, R"("xx abbbc yy")");
+  expect_rejects(contains, R"("ac")", 3);
+  // Characters JSON escapes are generated escaped; UTF-8 literals and \u escapes.
+  // (the regex is ^"[\\\n]\u00e9é$: a quote, a backslash or a newline, two é)
+  Grammar esc = compile(R"({"type":"string","pattern":"^\"[\\\\\\n]\\u00e9é$"})");
+  expect_accepts(esc, R"("\"\\éé")");
+  expect_accepts(esc, R"("\"\néé")");
+  expect_rejects(esc, R"(""")", 1);
+  // With length bounds and with a format (zod 4 emits both format and pattern): the product.
+  Grammar bounded = compile(R"({"type":"string","pattern":"^[a-z]+$","minLength":2,"maxLength":3})");
+  expect_accepts(bounded, R"("ab")");
+  expect_accepts(bounded, R"("abc")");
+  expect_rejects(bounded, R"("a")", 2);
+  expect_rejects(bounded, R"("abcd")", 4);
+  Grammar zod_email = compile(R"({"type":"string","format":"email",
+    "pattern":"^(?:[A-Za-z0-9_'+\\-]+\\.)*[A-Za-z0-9_'+\\-]*[A-Za-z0-9_+-]@(?:[A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$"})");
+  expect_accepts(zod_email, R"("first.last@mail.example.org")");
+  expect_rejects(zod_email, R"("o'neil@x.io")", 2);  // the pattern allows it, the format subset does not
+  Grammar zod_uuid = compile(R"({"type":"string","format":"uuid",
+    "pattern":"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000)$"})");
+  expect_accepts(zod_uuid, R"("123e4567-e89b-42d3-a456-426614174000")");
+  expect_rejects(zod_uuid, R"("123e4567-e89b-92d3-a456-426614174000")", 15);  // version 9
 }
 
 TEST(JsonSchema, OptionalPropertiesKeepOrderAndCommas) {
@@ -318,7 +357,12 @@ TEST(JsonSchema, AnyJsonObject) {
 }
 
 TEST(JsonSchema, RefusalsNameTheKeyword) {
-  EXPECT_NE(error_of(R"({"type":"string","pattern":"^a"})").find("'pattern' at /"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","pattern":"^(a)\\1$"})").find("'pattern' at /: backreferences"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"js({"type":"string","pattern":"^(?=a)"})js").find("lookaround"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","pattern":"\\bword"})").find("word boundary"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","pattern":"a{2000}"})").find("above 1000"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","pattern":"^[0-9]+$","maxLength":0})").find("no string"), std::string::npos);
   EXPECT_NE(error_of(R"({"type":"object","properties":{"site":{"type":"string","format":"uri"}}})")
                 .find("'format' (\"uri\") at /properties/site"),
             std::string::npos);

@@ -115,6 +115,9 @@ const char* kSchemas[] = {
     R"({"type":"object","additionalProperties":{"type":"string"}})",
     R"({"type":"array","items":{"anyOf":[{"type":"string","format":"date-time"},{"type":"string","format":"uuid"},
       {"type":"string","format":"email"}]},"maxItems":2})",
+    R"({"type":"object","properties":{"zip":{"type":"string","pattern":"^[0-9]{3}(-[a-z]{2})?$"},
+      "e":{"type":"string","format":"email","maxLength":12},"any":{"type":"string","pattern":"[a-m]"}},
+      "required":["zip","e","any"],"additionalProperties":false})",
     "",  // json_object
 };
 

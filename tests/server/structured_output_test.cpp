@@ -92,14 +92,14 @@ TEST_F(StructuredOutputTest, JsonSchemaAndJsonObjectGetGrammars) {
 TEST_F(StructuredOutputTest, RefusalsAre400sNamingTheParameter) {
   ResponseFormat rf;
   ASSERT_TRUE(parse(R"({"type":"json_schema","json_schema":{"name":"p","schema":{"type":"object",
-    "properties":{"zip":{"type":"string","pattern":"[0-9]+"}}}}})", &rf).ok());
+    "properties":{"zip":{"type":"string","minProperties":1}}}}})", &rf).ok());
   StructuredRequest req;
   req.response_format = &rf;
   StructuredOutput so;
   ApiError e = plan_structured_output(cache_, *tok_, req, &so);
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.param, "response_format");
-  EXPECT_NE(e.message.find("'pattern' at /properties/zip"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("'minProperties' at /properties/zip"), std::string::npos) << e.message;
   ResponseFormat obj;
   ASSERT_TRUE(parse(R"({"type":"json_object"})", &obj).ok());
   req.response_format = &obj;
