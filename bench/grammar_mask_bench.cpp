@@ -122,6 +122,24 @@ std::vector<Case> cases() {
     tree.docs.push_back(root.dump(i % 2 ? -1 : 2));
   }
   out.push_back(tree);
+
+  // What zod 4 through openai's zodResponseFormat emits for .email() / .uuid() /
+  // .datetime(): format plus zod's own pattern (the grammar is their product).
+  Case zod{"zod 4 (email, uuid, datetime: format + pattern)",
+           R"({"type":"object","properties":{"name":{"type":"string"},
+        "email":{"type":"string","format":"email","pattern":"^(?:[A-Za-z0-9_'+\\-]+\\.)*[A-Za-z0-9_'+\\-]*[A-Za-z0-9_+-]@(?:[A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$"},
+        "id":{"type":"string","format":"uuid","pattern":"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12})$"},
+        "at":{"type":"string","format":"date-time"}},"required":["name","email","id","at"],"additionalProperties":false})",
+           {}};
+  for (int i = 0; i < 8; ++i) {
+    Json d;
+    d["name"] = names[i];
+    d["email"] = "user." + std::to_string(i) + "@mail.example.org";
+    d["id"] = "123e4567-e89b-42d3-a456-42661417400" + std::to_string(i);
+    d["at"] = "2026-0" + std::to_string(1 + i) + "-1" + std::to_string(i) + "T12:3" + std::to_string(i) + ":00Z";
+    zod.docs.push_back(d.dump(i % 2 ? -1 : 2));
+  }
+  out.push_back(zod);
   return out;
 }
 
