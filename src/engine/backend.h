@@ -67,6 +67,9 @@ struct SampleSpec {
   std::span<const int32_t> prompt;  // repetition penalty; valid during step_sample
   std::span<const int32_t> output;  // tokens generated so far; the draw index is output.size()
   uint64_t seed = 0;                // per sequence: request seed + choice index
+  // Grammar-constrained decoding: ceil(vocab / 32) words of allowed tokens
+  // (SamplerContext::allowed); empty: unconstrained. Valid during step_sample.
+  std::span<const uint32_t> allowed;
 };
 
 // What one step of a backend takes, reported by the backend (the engine

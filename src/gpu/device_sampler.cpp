@@ -14,13 +14,25 @@ Status DeviceSampler::sample(const float* logits, const std::vector<int>& batch_
   if (rows_host_.size() < cap) MS_RETURN_IF_ERROR(rows_host_.alloc(cap));
   if (out_host_.size() < cap) MS_RETURN_IF_ERROR(out_host_.alloc(cap));
   penalties_host_.clear();
+  const int words = sample_mask_words(V);
+  size_t n_masks = 0;
+  for (int b : batch_of_row) n_masks += b >= 0 && specs[b] && !specs[b]->allowed.empty();
+  if (n_masks > 0 && masks_host_.size() < n_masks * words) MS_RETURN_IF_ERROR(masks_host_.alloc(n_masks * words));
+  n_masks = 0;
   std::vector<int> which;  // batch index of each sampled row
   for (size_t row = 0; row < batch_of_row.size(); ++row) {
     const int b = batch_of_row[row];
     if (b < 0 || !specs[b]) continue;
     const SampleSpec& s = *specs[b];
-    pack_sample_row(s.params, s.prompt, s.output, s.seed, static_cast<int>(row), V, rows_host_.get() + which.size(),
-                    &penalties_host_);
+    SampleRowParams* packed = rows_host_.get() + which.size();
+    pack_sample_row(s.params, s.prompt, s.output, s.seed, static_cast<int>(row), V, packed, &penalties_host_);
+    if (!s.allowed.empty()) {
+      uint32_t* dst = masks_host_.get() + n_masks * words;
+      const size_t n = std::min<size_t>(words, s.allowed.size());
+      std::copy(s.allowed.begin(), s.allowed.begin() + n, dst);
+      std::fill(dst + n, dst + words, 0u);
+      packed->mask_row = static_cast<int32_t>(n_masks++);
+    }
     which.push_back(b);
   }
   const int R = static_cast<int>(which.size());
@@ -35,7 +47,13 @@ Status DeviceSampler::sample(const float* logits, const std::vector<int>& batch_
   if (!penalties_host_.empty())
     MS_CUDA_RETURN(cudaMemcpyAsync(penalties_.get(), penalties_host_.data(),
                                    penalties_host_.size() * sizeof(SamplePenalty), cudaMemcpyHostToDevice, stream));
-  MS_RETURN_IF_ERROR(launch_sample(logits, V, rows_.get(), R, penalties_.get(), scratch_.get(), out_.get(), stream));
+  if (n_masks > 0) {
+    if (masks_.size() < n_masks * words) MS_RETURN_IF_ERROR(masks_.alloc(n_masks * words));
+    MS_CUDA_RETURN(cudaMemcpyAsync(masks_.get(), masks_host_.get(), n_masks * words * sizeof(uint32_t),
+                                   cudaMemcpyHostToDevice, stream));
+  }
+  MS_RETURN_IF_ERROR(launch_sample(logits, V, rows_.get(), R, penalties_.get(), n_masks > 0 ? masks_.get() : nullptr,
+                                   scratch_.get(), out_.get(), stream));
   MS_CUDA_RETURN(cudaMemcpyAsync(out_host_.get(), out_.get(), size_t(R) * sizeof(SampleRowOut), cudaMemcpyDeviceToHost,
                                  stream));
   MS_CUDA_RETURN(cudaStreamSynchronize(stream));

@@ -1,7 +1,9 @@
 // DeviceSampler: the full sampler (gpu/ops/sampling.h) on logits rows that
 // lie on the device, so a step copies back tokens and logprobs (176 bytes a
 // row) instead of vocab_size floats. Shared by the executors: each leaves its
-// logits in its own buffer and hands the rows over.
+// logits in its own buffer and hands the rows over. Grammar-constrained rows
+// upload their allowed-token masks (V/32 words each, only those rows) with
+// the row parameters.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,6 +36,8 @@ class DeviceSampler {
   PinnedBuffer<SampleRowParams> rows_host_;   // (rows)
   PinnedBuffer<SampleRowOut> out_host_;       // (rows)
   std::vector<SamplePenalty> penalties_host_;
+  DeviceBuffer<uint32_t> masks_;              // (constrained rows, V/32) allowed-token bitmaps
+  PinnedBuffer<uint32_t> masks_host_;         // (constrained rows, V/32)
 };
 
 // Checks a step_sample() call's arguments (one spec per entry, specs only

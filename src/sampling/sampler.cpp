@@ -63,8 +63,19 @@ std::vector<float> log_softmax(std::span<const float> logits) {
   return out;
 }
 
-SampleResult sample_token(std::span<const float> logits, const SamplingParams& p, const SamplerContext& ctx) {
-  const int vocab = static_cast<int>(logits.size());
+SampleResult sample_token(std::span<const float> logits_in, const SamplingParams& p, const SamplerContext& ctx) {
+  const int vocab = static_cast<int>(logits_in.size());
+  // Step 0: the allowed-token mask.
+  std::vector<float> masked;
+  std::span<const float> logits = logits_in;
+  if (!ctx.allowed.empty()) {
+    masked.assign(logits_in.begin(), logits_in.end());
+    for (int t = 0; t < vocab; ++t) {
+      const size_t w = static_cast<size_t>(t) >> 5;
+      if (w >= ctx.allowed.size() || !((ctx.allowed[w] >> (t & 31)) & 1u)) masked[t] = kNegInf;
+    }
+    logits = masked;
+  }
   SampleResult res;
   std::vector<float> raw_lp;
   if (p.logprobs >= 0) {

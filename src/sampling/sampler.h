@@ -2,7 +2,13 @@
 // The GPU backends run the same algorithm on the device; this file is the
 // specification, so the order of operations is exact:
 //
-//   0. raw = the model's logits row (fp32, vocab entries).
+//   0. raw = the model's logits row (fp32, vocab entries); when an allowed-
+//      token mask is given (grammar-constrained decoding), raw[t] = -inf for
+//      every token t outside it, before anything else. As in vLLM V1 (the
+//      grammar bitmask is applied to the logits before its sampler computes
+//      logprobs), logprobs and top_logprobs are then those of the constrained
+//      distribution: masked tokens never appear, and the chosen token's
+//      logprob is renormalised over the allowed ones.
 //   1. Logprobs (when params.logprobs >= 0) come from log_softmax(raw): the
 //      raw model distribution before penalties, temperature and truncation
 //      (vLLM's default "raw_logprobs" mode). The chosen token's logprob plus
@@ -56,6 +62,9 @@ struct SamplerContext {
   std::span<const int32_t> prompt;   // for the repetition penalty
   std::span<const int32_t> output;   // tokens this sequence generated so far
   uint64_t seed = 0;                 // per sequence: request seed + choice index
+  // Empty: every token allowed. Else ceil(vocab / 32) words, bit t of word
+  // t / 32 set iff token t may be sampled (at least one must be).
+  std::span<const uint32_t> allowed;
 };
 
 // Maximum top logprobs a request may ask for.

@@ -4,12 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace ms {
+
+class CompiledGrammar;  // token_mask.h
 
 struct SamplingParams {
   float temperature = 1.0f;      // 0: greedy
@@ -25,6 +28,10 @@ struct SamplingParams {
   // OpenAI logit_bias: (token id, bias in [-100, 100]) added to the logits
   // after the penalties; sorted by token id, one entry per token.
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // Structured output: every choice's tokens must follow this grammar
+  // (json_schema / json_object / strict tool arguments); null: unconstrained.
+  // Shared, immutable apart from its thread-safe mask cache.
+  std::shared_ptr<CompiledGrammar> grammar;
 
   bool greedy() const { return temperature <= 0.0f; }
 };

@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "sampling/grammar_constraint.h"
 #include "sampling/sampler.h"
 #include "scheduler/scheduler.h"
 
@@ -55,6 +56,7 @@ class EngineImpl final : public Engine {
     std::vector<int> completion;      // tokens per choice
     std::vector<bool> done;           // finished per choice
     int num_done = 0;
+    std::vector<std::unique_ptr<GrammarConstraint>> constraints;  // per choice; empty: unconstrained
   };
   struct SeqRef {
     std::shared_ptr<Active> req;
@@ -111,6 +113,9 @@ Status EngineImpl::submit(Request req) {
     return invalid_argument("n must be in [1, " + std::to_string(kMaxChoices) + "], got " + std::to_string(req.n));
   if (req.max_tokens < 1) return invalid_argument("max_tokens must be >= 1, got " + std::to_string(req.max_tokens));
   MS_RETURN_IF_ERROR(validate_sampling_params(req.sampling));
+  if (req.sampling.grammar && req.sampling.grammar->vocab().size() > cfg.vocab_size)
+    return invalid_argument("the grammar's vocabulary (" + std::to_string(req.sampling.grammar->vocab().size()) +
+                            " tokens) is larger than the model's (" + std::to_string(cfg.vocab_size) + ")");
   if (!req.channel) return invalid_argument("request has no channel");
   int64_t total = int64_t(req.prompt.size()) + req.max_tokens;
   if (total > max_model_len_)
@@ -143,6 +148,10 @@ void EngineImpl::admit(Request req) {
     const auto& eos = backend_->config().eos_ids;
     stop.insert(stop.end(), eos.begin(), eos.end());
   }
+  if (a->req.sampling.grammar)
+    for (int c = 0; c < a->req.n; ++c)
+      a->constraints.push_back(
+          std::make_unique<GrammarConstraint>(a->req.sampling.grammar, stop, backend_->config().vocab_size));
   prompt_tokens_ += a->req.prompt.size();
   active_.push_back(a);
   for (int c = 0; c < a->req.n; ++c) {
@@ -221,6 +230,7 @@ bool EngineImpl::run_step() {
   // spans into the scheduler's sequences, unchanged until update_from_output.
   const int vocab = backend_->config().vocab_size;
   std::vector<SampleSpec> spec_store(plan.work.size());
+  std::vector<int64_t> grammar_stuck;  // sequences whose grammar allows no token
   std::vector<const SampleSpec*> specs(plan.work.size(), nullptr);
   for (size_t i = 0; i < plan.work.size(); ++i) {
     const SeqWork& w = plan.work[i];
@@ -234,6 +244,13 @@ bool EngineImpl::run_step() {
     spec.prompt = std::span<const int32_t>(s.tokens.data(), s.prompt_len);
     spec.output = std::span<const int32_t>(s.tokens.data() + s.prompt_len, s.tokens.size() - s.prompt_len);
     spec.seed = a.seed + static_cast<uint64_t>(it->second.choice);
+    if (!a.constraints.empty()) {
+      GrammarConstraint& gc = *a.constraints[it->second.choice];
+      if (gc.compute_mask())
+        spec.allowed = gc.mask();
+      else
+        grammar_stuck.push_back(w.seq_id);  // sampled unconstrained, then failed below
+    }
     specs[i] = &spec;
   }
   // Device sampling when the backend offers it (only tokens and logprobs come
@@ -288,10 +305,20 @@ bool EngineImpl::run_step() {
       ctx.prompt = spec.prompt;
       ctx.output = spec.output;
       ctx.seed = spec.seed;
+      ctx.allowed = spec.allowed;
       r = sample_token(res.logits[i], spec.params, ctx);
     }
     sampled[i] = r.token;
     samples[plan.work[i].seq_id] = std::move(r);
+  }
+  // Structured outputs: advance each constrained choice by its token; a
+  // token the grammar refuses (a device fault, or no token was allowed) fails
+  // that choice, never the others.
+  std::vector<int64_t> grammar_failed = grammar_stuck;
+  for (size_t i = 0; i < plan.work.size(); ++i) {
+    if (!specs[i] || specs[i]->allowed.empty()) continue;
+    const SeqRef& ref = seqs_.at(plan.work[i].seq_id);
+    if (!ref.req->constraints[ref.choice]->accept(sampled[i])) grammar_failed.push_back(plan.work[i].seq_id);
   }
   // Cached-prompt counts are read before update removes finished sequences.
   std::unordered_map<int64_t, int> cached;
@@ -303,6 +330,12 @@ bool EngineImpl::run_step() {
     if (it == seqs_.end()) continue;
     Active& a = *it->second.req;
     int c = it->second.choice;
+    if (std::find(grammar_failed.begin(), grammar_failed.end(), u.seq_id) != grammar_failed.end()) {
+      finish_choice(a, c, FinishReason::kError,
+                    internal_error("structured output: the grammar allows no continuation with this vocabulary "
+                                   "(or the backend sampled a token outside the mask)"));
+      continue;
+    }
     TokenEvent e;
     e.choice = c;
     e.token = u.token;
@@ -326,6 +359,8 @@ bool EngineImpl::run_step() {
       a.done[c] = true;
       if (++a.num_done == a.req.n) ++finished_;
       a.req.channel->push_finish(std::move(f));
+    } else if (!a.constraints.empty() && a.constraints[c]->complete()) {
+      finish_choice(a, c, FinishReason::kStop);  // the structured output is complete
     }
   }
   std::erase_if(active_, [](const std::shared_ptr<Active>& a) { return a->num_done == a->req.n; });

@@ -75,6 +75,16 @@ ApiError Generation::start(ServerContext& ctx, Endpoint endpoint, const Json& bo
       prompts[0].insert(prompts[0].end(), ids.begin(), ids.end());
     }
   }
+  StructuredRequest sreq{endpoint == Endpoint::kChat, ctx.tool_format, co.tool_format != ToolCallFormat::kNone,
+                         &r.response_format, &r.tool_choice, &r.tools};
+  StructuredOutput so;
+  err = plan_structured_output(ctx.structured_outputs, *ctx.tokenizer, sreq, &so);
+  if (!err.ok()) return err;
+  r.sampling.grammar = so.grammar;
+  if (!so.prompt_suffix.empty()) {
+    std::vector<int32_t> ids = ctx.tokenizer->encode(so.prompt_suffix, /*add_special_tokens=*/false, /*parse_special=*/true);
+    for (auto& p : prompts) p.insert(p.end(), ids.begin(), ids.end());
+  }
   if (!r.sampling.ignore_eos) {
     co.hidden_ids = ctx.tokenizer->eos_ids();
     for (int id : ctx.engine->config().eos_ids) co.hidden_ids.push_back(id);

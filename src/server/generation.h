@@ -36,6 +36,7 @@ struct ServerContext {
   Metrics* metrics = nullptr;
   ProtocolLimits limits;
   int poll_ms = 50;                     // channel wait granularity
+  StructuredOutputCache structured_outputs;  // compiled response_format / strict-tool grammars
   std::atomic<bool> shutting_down{false};
   ResponseStore response_store;         // Responses API: stored responses (store: true)
   // Unix time the server started: the model's `created` in /v1/models.

@@ -126,7 +126,7 @@ const std::set<std::string>& chat_fields() {
   return k;
 }
 const std::set<std::string>& completion_fields() {
-  static const std::set<std::string> k = {"prompt", "echo", "suffix"};
+  static const std::set<std::string> k = {"prompt", "echo", "suffix", "response_format"};
   return k;
 }
 
@@ -481,12 +481,11 @@ ApiError normalize_tool_calls(const Json& calls, const std::string& where, Json*
 }
 
 ApiError parse_response_format(const Json& rf, const std::string& param, GenRequest* r) {
-  (void)r;
-  auto t = rf.is_object() ? rf.find("type") : rf.end();
-  if (!rf.is_object() || t == rf.end() || *t != "text") {
-    return bad_request("'" + param + "' is not supported (only {\"type\": \"text\"})", param, "unsupported_parameter");
-  }
-  return no_error();
+  ApiError e = parse_response_format(rf, &r->response_format);  // structured_output.h
+  // Errors name chat's field; the Responses API's is text.format.
+  const std::string chat = "response_format";
+  if (!e.ok() && param != chat && e.param.rfind(chat, 0) == 0) e.param = param + e.param.substr(chat.size());
+  return e;
 }
 
 ApiError parse_chat_request(const Json& body, const ProtocolLimits& limits, GenRequest* r) {
@@ -554,6 +553,7 @@ ApiError parse_completion_request(const Json& body, const ProtocolLimits& limits
   r->logprobs = v.has_value();
   r->sampling.logprobs = v ? static_cast<int>(*v) : -1;
   MS_API_CHECK(get_bool(body, "echo", &r->echo));
+  if (const Json* rf = field(body, "response_format")) MS_API_CHECK(parse_response_format(*rf, "response_format", r));
   if (const Json* sfx = field(body, "suffix")) {
     if (!sfx->is_string() || !sfx->get<std::string>().empty()) {
       return bad_request("'suffix' is not supported", "suffix", "unsupported_parameter");

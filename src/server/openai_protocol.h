@@ -19,6 +19,7 @@
 #include "chat/tool_call_choice.h"
 #include "sampling/sampling_params.h"
 #include "server/api_error.h"
+#include "server/structured_output.h"
 
 namespace ms::server {
 
@@ -61,6 +62,7 @@ struct GenRequest {
   bool skip_special_tokens = true;
   bool add_generation_prompt = true; // chat
   Json chat_template_kwargs = Json::object();
+  ResponseFormat response_format;    // structured_output.h
 };
 
 // body: the parsed JSON (any type; a non-object is a 400).

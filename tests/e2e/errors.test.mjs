@@ -52,7 +52,7 @@ describe('validation errors', () => {
   test('unsupported parameters are 400 naming them, never ignored', async () => {
     await expect400(chat({ frobnicate: 1 }), 'frobnicate');
     await expect400(chat({ logit_bias: { 5: 101 } }), 'logit_bias.5');
-    await expect400(chat({ response_format: { type: 'json_object' } }), 'response_format');
+    await expect400(chat({ response_format: { type: 'xml' } }), 'response_format.type');
     await expect400({ model: MODEL, prompt: 'x', messages: [] }, 'messages', '/v1/completions');
   });
   test('prompt + max_tokens over the context with strict_max_tokens is 400 with the numbers', async () => {

@@ -139,7 +139,7 @@ describe('Responses API', () => {
     for (const [body, param] of [
       [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'],
       [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] }, 'input[0].content[0].type'],
-      [{ text: { format: { type: 'json_schema', name: 'x', schema: { type: 'object' } } } }, 'text.format'],
+      [{ text: { format: { type: 'xml' } } }, 'text.format.type'],
       [{ background: true }, 'background'],
       [{ frobnicate: 1 }, 'frobnicate'],
       [{ input: [{ type: 'computer_call_output', call_id: 'c', output: {} }] }, 'input[0].type'],

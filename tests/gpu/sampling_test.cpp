@@ -6,7 +6,8 @@
 // histories, logit_bias (alone and merged with penalties), logprobs 0..20 (within 1e-4). Sampled tokens must agree on
 // >= 99% of (row, seed) draws; the count is printed. Then: the RNG bit for
 // bit, seed determinism, and GpuBackend::step_sample against step() +
-// sample_token on a fixture model.
+// sample_token on a fixture model; and the same with grammar allowed-token
+// masks (dense, sparse, single token) on rows and through step_sample.
 #include "gpu/ops/sampling.h"
 
 #include <gtest/gtest.h>
@@ -104,6 +105,7 @@ struct Draw {
   int row = 0;
   uint64_t seed = 0;
   std::vector<int32_t> prompt, output;
+  std::vector<uint32_t> allowed;  // empty: unconstrained
 };
 
 // Runs the device sampler on `draws` (all with params p) over `rows`.
@@ -114,20 +116,29 @@ Status run_device(const std::vector<std::vector<float>>& rows, const SamplingPar
   for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
   std::vector<SampleRowParams> packed(draws.size());
   std::vector<SamplePenalty> pens;
-  for (size_t i = 0; i < draws.size(); ++i)
+  std::vector<uint32_t> masks;
+  for (size_t i = 0; i < draws.size(); ++i) {
     pack_sample_row(p, draws[i].prompt, draws[i].output, draws[i].seed, draws[i].row, V, &packed[i], &pens);
+    if (!draws[i].allowed.empty()) {
+      packed[i].mask_row = static_cast<int32_t>(masks.size() / sample_mask_words(V));
+      masks.insert(masks.end(), draws[i].allowed.begin(), draws[i].allowed.end());
+    }
+  }
   if (pens.empty()) pens.push_back({});
+  if (masks.empty()) masks.push_back(0);
   DeviceBuffer<float> d_logits, d_scratch;
   DeviceBuffer<SampleRowParams> d_rows;
   DeviceBuffer<SamplePenalty> d_pens;
   DeviceBuffer<SampleRowOut> d_out;
+  DeviceBuffer<uint32_t> d_masks;
+  MS_RETURN_IF_ERROR(d_masks.upload(masks));
   MS_RETURN_IF_ERROR(d_logits.upload(flat));
   MS_RETURN_IF_ERROR(d_rows.upload(packed));
   MS_RETURN_IF_ERROR(d_pens.upload(pens));
   MS_RETURN_IF_ERROR(d_scratch.alloc(draws.size() * size_t(V)));
   MS_RETURN_IF_ERROR(d_out.alloc(draws.size()));
   MS_RETURN_IF_ERROR(launch_sample(d_logits.get(), V, d_rows.get(), static_cast<int>(draws.size()), d_pens.get(),
-                                   d_scratch.get(), d_out.get(), nullptr));
+                                   d_masks.get(), d_scratch.get(), d_out.get(), nullptr));
   MS_CUDA_RETURN(cudaDeviceSynchronize());
   std::vector<SampleRowOut> out;
   MS_RETURN_IF_ERROR(d_out.download(&out));
@@ -165,7 +176,7 @@ TEST_P(DeviceSampler, MatchesCpuSampler) {
     int same = 0;
     for (size_t i = 0; i < draws.size(); ++i) {
       const Draw& d = draws[i];
-      SamplerContext ctx{d.prompt, d.output, d.seed};
+      SamplerContext ctx{d.prompt, d.output, d.seed, {}};
       const SampleResult want = sample_token(rows[d.row], p, ctx);
       if (p.greedy()) {
         EXPECT_EQ(got[i].token, want.token) << c.name << " V=" << V << " draw " << i;
@@ -211,6 +222,83 @@ TEST_P(DeviceSampler, MatchesCpuSampler) {
 
 INSTANTIATE_TEST_SUITE_P(Vocab, DeviceSampler, ::testing::Values(512, 4096 + 13, 151936, 262144));
 
+// Grammar masks (sampler.h step 0) on the device against the CPU sampler:
+// dense (half the vocabulary), sparse (a few dozen tokens, as inside JSON
+// structure) and single-token masks, over every parameter family; tokens must
+// always be allowed, greedy identical, logprobs those of the masked row.
+std::vector<uint32_t> random_mask(int V, int kind, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::vector<uint32_t> m(sample_mask_words(V), 0u);
+  auto set = [&](int t) { m[t >> 5] |= 1u << (t & 31); };
+  if (kind == 0) {
+    for (int t = 0; t < V; ++t)
+      if (g() % 2) set(t);
+  } else if (kind == 1) {
+    for (int i = 0; i < 40; ++i) set(static_cast<int>(g() % V));
+  } else {
+    set(static_cast<int>(g() % V));
+  }
+  return m;
+}
+
+class DeviceSamplerMasked : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceSamplerMasked, MatchesCpuSampler) {
+  MS_GPU_TEST_GUARD();
+  const int V = GetParam();
+  const int kRows = 3, kSeeds = 6;
+  std::vector<std::vector<float>> rows;
+  for (int r = 0; r < kRows; ++r) rows.push_back(logits_row(V, r));
+  int sampled = 0, sampled_same = 0;
+  for (const ParamCase& c : param_cases()) {
+    std::vector<Draw> draws;
+    for (int r = 0; r < kRows; ++r)
+      for (int s = 0; s < kSeeds; ++s) {
+        Draw d;
+        d.row = r;
+        d.seed = 0x9e37ull * (s + 1) + r;
+        history(rows[r], s * 5 + r, &d.prompt, &d.output);
+        d.allowed = random_mask(V, s % 3, 100 * r + s);
+        draws.push_back(std::move(d));
+      }
+    std::vector<SampleResult> got;
+    ASSERT_OK(run_device(rows, c.p, draws, &got));
+    int same = 0;
+    for (size_t i = 0; i < draws.size(); ++i) {
+      const Draw& d = draws[i];
+      SamplerContext ctx{d.prompt, d.output, d.seed, d.allowed};
+      const SampleResult want = sample_token(rows[d.row], c.p, ctx);
+      const int32_t t = got[i].token;
+      ASSERT_TRUE(t >= 0 && t < V && ((d.allowed[t >> 5] >> (t & 31)) & 1u)) << c.name << " token " << t;
+      if (c.p.greedy()) {
+        EXPECT_EQ(t, want.token) << c.name << " draw " << i;
+      }
+      same += t == want.token;
+      if (c.p.logprobs >= 0 && t == want.token) {
+        EXPECT_NEAR(got[i].logprob, want.logprob, kLogprobTol) << c.name;
+      }
+      if (c.p.logprobs >= 0) {
+        ASSERT_EQ(got[i].top.size(), want.top.size()) << c.name;
+        for (size_t k = 0; k < want.top.size(); ++k) {
+          if (std::isinf(want.top[k].logprob)) {  // fewer allowed tokens than asked for: the rest at -inf
+            EXPECT_TRUE(std::isinf(got[i].top[k].logprob)) << c.name << " top " << k;
+            continue;
+          }
+          EXPECT_NEAR(got[i].top[k].logprob, want.top[k].logprob, kLogprobTol) << c.name << " top " << k;
+        }
+      }
+    }
+    if (!c.p.greedy()) {
+      sampled += static_cast<int>(draws.size());
+      sampled_same += same;
+    }
+  }
+  std::printf("[ sampler ] masked V=%d sampled draws identical: %d / %d\n", V, sampled_same, sampled);
+  EXPECT_GE(sampled_same, kMinAgreement * sampled);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocab, DeviceSamplerMasked, ::testing::Values(512, 4096 + 13, 151936, 262144));
+
 TEST(DeviceSamplerRng, BitIdenticalToSamplerUniform) {
   MS_GPU_TEST_GUARD();
   std::vector<uint64_t> seeds, idx;
@@ -251,21 +339,34 @@ TEST(DeviceSamplerRng, SeedDeterminism) {
   EXPECT_GT(distinct.size(), 8u) << "different (seed, index) should give different draws";
 }
 
+// The qwen3 fixture model on the GPU backend (8-token blocks, 4 MB of KV).
+struct Fixture {
+  std::unique_ptr<LoadedModel> model;
+  GpuBackendOptions opt;
+  std::unique_ptr<GpuBackend> backend;
+  void load() {
+    auto m = load_model(std::string(MEGASERVE_SOURCE_DIR) + "/tests/fixtures/hf/qwen3");
+    ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+    model = std::move(m).value();
+    opt.block_size = 8;
+    opt.kv_bytes = 4 << 20;
+    opt.max_context = 1024;
+    auto gpu = GpuBackend::create(model->config, model->weights, opt);
+    ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+    backend = std::move(gpu).value();
+  }
+};
+
 // GpuBackend::step_sample against step() + sample_token on the same
 // batch (a step rewrites the same KV slots with the same values, so running
 // both on one backend is exact): a prefill of two sequences (eager), then
 // decode steps (the graph), with greedy and sampled sequences.
 TEST(DeviceSamplerBackend, StepSampleMatchesStepPlusCpuSampler) {
   MS_GPU_TEST_GUARD();
-  auto model = load_model(std::string(MEGASERVE_SOURCE_DIR) + "/tests/fixtures/hf/qwen3");
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  GpuBackendOptions opt;
-  opt.block_size = 8;
-  opt.kv_bytes = 4 << 20;
-  opt.max_context = 1024;
-  auto gpu = GpuBackend::create((*model)->config, (*model)->weights, opt);
-  ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
-  GpuBackend& b = **gpu;
+  Fixture fx;
+  ASSERT_NO_FATAL_FAILURE(fx.load());
+  GpuBackend& b = *fx.backend;
+  const GpuBackendOptions& opt = fx.opt;
   ASSERT_TRUE(b.supports_sampling());
   const int V = b.config().vocab_size, G = static_cast<int>(b.kv_spec().groups.size());
   std::vector<SampleSpec> specs(3);
@@ -307,7 +408,7 @@ TEST(DeviceSamplerBackend, StepSampleMatchesStepPlusCpuSampler) {
     ASSERT_OK(b.step_sample(batch, sp, &got));
     ASSERT_EQ(got.size(), batch.size());
     for (int s = 0; s < 3; ++s) {
-      SamplerContext ctx{specs[s].prompt, specs[s].output, specs[s].seed};
+      SamplerContext ctx{specs[s].prompt, specs[s].output, specs[s].seed, {}};
       const SampleResult want = sample_token(ref.logits[s], specs[s].params, ctx);
       if (specs[s].params.greedy()) {
         EXPECT_EQ(got[s].token, want.token) << "step " << step;
@@ -324,6 +425,63 @@ TEST(DeviceSamplerBackend, StepSampleMatchesStepPlusCpuSampler) {
     }
   }
   std::printf("[ sampler ] step_sample vs step + sample_token: %d / %d tokens identical\n", agree, total);
+  EXPECT_GE(agree, total - 1);
+}
+
+// step_sample with allowed-token masks on two of three rows (SampleSpec::allowed
+// -> the uploaded per-row masks) against step() + sample_token with the same masks.
+TEST(DeviceSamplerBackend, StepSampleAppliesGrammarMasks) {
+  MS_GPU_TEST_GUARD();
+  Fixture fx;
+  ASSERT_NO_FATAL_FAILURE(fx.load());
+  GpuBackend& b = *fx.backend;
+  const GpuBackendOptions& opt = fx.opt;
+  const int V = b.config().vocab_size, G = static_cast<int>(b.kv_spec().groups.size());
+  std::vector<SampleSpec> specs(3);
+  specs[0].params = params(0.f, 0, 1.f, 0.f, 2);
+  specs[1].params = params(1.0f, 0, 0.9f);
+  specs[2].params = params(0.8f);
+  std::vector<std::vector<uint32_t>> masks = {random_mask(V, 1, 5), {}, random_mask(V, 0, 6)};
+  std::vector<std::vector<int32_t>> prompts(3), outputs(3);
+  std::vector<SeqWork> batch(3);
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i < 9 + 4 * s; ++i) prompts[s].push_back(static_cast<int32_t>(4 + (i * 37 + s) % (V - 4)));
+    specs[s].seed = 5 + s;
+    specs[s].allowed = masks[s];
+  }
+  int agree = 0, total = 0;
+  for (int step = 0; step < 6; ++step) {
+    for (int s = 0; s < 3; ++s) {
+      const int len = static_cast<int>(prompts[s].size() + outputs[s].size());
+      batch[s].seq_id = s;
+      batch[s].tokens = step == 0 ? prompts[s] : std::vector<int32_t>{outputs[s].back()};
+      batch[s].start_pos = step == 0 ? 0 : len - 1;
+      batch[s].block_tables.assign(G, {});
+      for (int g = 0; g < G; ++g)
+        for (int blk = 0; blk * opt.block_size < len; ++blk) batch[s].block_tables[g].push_back(s * 8 + blk);
+      specs[s].prompt = prompts[s];
+      specs[s].output = outputs[s];
+    }
+    StepResult ref;
+    ASSERT_OK(b.step(batch, &ref));
+    std::vector<SampleResult> got;
+    ASSERT_OK(b.step_sample(batch, {&specs[0], &specs[1], &specs[2]}, &got));
+    for (int s = 0; s < 3; ++s) {
+      SamplerContext ctx{specs[s].prompt, specs[s].output, specs[s].seed, specs[s].allowed};
+      const SampleResult want = sample_token(ref.logits[s], specs[s].params, ctx);
+      const int32_t t = got[s].token;
+      if (!masks[s].empty()) {
+        EXPECT_TRUE((masks[s][t >> 5] >> (t & 31)) & 1u) << "row " << s << " token " << t;
+      }
+      if (specs[s].params.greedy()) {
+        EXPECT_EQ(t, want.token) << "step " << step;
+      }
+      agree += t == want.token;
+      ++total;
+      outputs[s].push_back(want.token);
+    }
+  }
+  std::printf("[ sampler ] masked step_sample vs step + sample_token: %d / %d tokens identical\n", agree, total);
   EXPECT_GE(agree, total - 1);
 }
 

@@ -64,7 +64,7 @@ class FakeDeviceSampler final : public Backend {
       if (!specs[i]) continue;
       if (!batch[i].need_logits) return internal_error("spec for a sequence without need_logits");
       const SampleSpec& s = *specs[i];
-      SamplerContext ctx{s.prompt, s.output, s.seed};
+      SamplerContext ctx{s.prompt, s.output, s.seed, s.allowed};
       SampleResult r = sample_token(res.logits[i], s.params, ctx);
       r.token = (r.token * 7 + 3) % V;  // mark: the engine must forward this, not resample
       r.logprob -= 100.f;

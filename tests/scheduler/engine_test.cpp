@@ -14,6 +14,8 @@
 #include "engine/generate.h"
 #include "model/model_loader.h"
 #include "ref/ref_backend.h"
+#include "sampling/json_schema.h"
+#include "sampling/token_mask.h"
 
 namespace ms {
 namespace {
@@ -374,6 +376,79 @@ TEST(Engine, RequestLargerThanTheKvCacheIsRejected) {
   auto ch = ok.channel;
   EXPECT_TRUE(engine->submit(std::move(ok)).is_ok());
   EXPECT_TRUE(collect(*ch, 1).complete);
+}
+
+// Structured outputs through the engine: a random-weight model (it knows no
+// JSON) constrained by a grammar over a 512-token vocabulary built for the
+// fixture; every choice must finish "stop" with output that parses, an
+// unconstrained request in the same batches must be unaffected, max_tokens
+// cuts with "length", and ignore_eos does not keep a complete output running.
+std::shared_ptr<CompiledGrammar> fixture_grammar(const char* schema) {
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+  const char* pieces[] = {"{\"", "\":", "\",", "\"}", "true", "false", "null", " \"", "\n  ", "12", "\": \"",
+                          "ab", "cd", "\"a\"", "}", "[", "]", ",", "\"b\""};
+  for (int i = 0; bytes.size() < 512; ++i) bytes.push_back(std::string(pieces[i % std::size(pieces)]) + std::to_string(i));
+  std::vector<uint8_t> excluded(bytes.size(), 0);
+  excluded[3] = 1;  // the fixture's eos id: a stop token, not text
+  auto g = compile_json_schema(nlohmann::ordered_json::parse(schema));
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string();
+  return CompiledGrammar::create(std::move(g).value(), TokenVocab::create(std::move(bytes), std::move(excluded)));
+}
+
+TEST(Engine, GrammarConstrainsEveryChoiceAndOnlyItsOwnRequest) {
+  EngineOptions opt;
+  opt.max_batch = 4;
+  auto engine = start(opt);
+  auto cg = fixture_grammar(R"({"type":"object","properties":{"a":{"type":"string","maxLength":5},
+    "b":{"type":"integer","minimum":0,"maximum":99},"c":{"type":"array","items":{"enum":[true,null]},"maxItems":2}},
+    "required":["a","b","c"],"additionalProperties":false})");
+  Request constrained = make_request(prompt_of(12, 3), 240, 3);  // the fixture has 256 positions
+  constrained.sampling.temperature = 1.0f;
+  constrained.sampling.seed = 11;
+  constrained.sampling.ignore_eos = false;
+  constrained.sampling.grammar = cg;
+  Request plain = make_request(prompt_of(9, 4), 12);
+  const V plain_prompt = plain.prompt;
+  auto ch = constrained.channel, ch_plain = plain.channel;
+  ASSERT_TRUE(engine->submit(std::move(constrained)).is_ok());
+  ASSERT_TRUE(engine->submit(std::move(plain)).is_ok());
+  Collected c = collect(*ch, 3), p = collect(*ch_plain, 1);
+  ASSERT_TRUE(c.complete && p.complete);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(c.finish[k].reason, FinishReason::kStop) << k;
+    std::string text;
+    for (int32_t t : c.tokens[k]) text += cg->vocab().bytes(t);
+    nlohmann::json v;
+    ASSERT_NO_THROW(v = nlohmann::json::parse(text)) << text;
+    EXPECT_TRUE(v["a"].is_string() && v["b"].is_number_integer() && v["c"].is_array()) << text;
+    EXPECT_TRUE(grammar_accepts(cg->grammar(), text)) << text;
+  }
+  EXPECT_NE(c.tokens[0], c.tokens[1]);  // choices sample independently
+  EXPECT_EQ(p.tokens[0], greedy_reference(plain_prompt, 12));
+  for (int i = 0; i < 100 && engine->stats().kv_blocks_used != 0; ++i)  // stats publish after the step
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+}
+
+TEST(Engine, GrammarOutputCutByMaxTokensAndEndedDespiteIgnoreEos) {
+  auto engine = start();
+  auto cg = fixture_grammar(R"({"enum":["ab","cd"]})");
+  Request cut = make_request(prompt_of(8, 5), 2);
+  cut.sampling.grammar = fixture_grammar(R"({"type":"array","items":{"type":"integer"},"minItems":5})");
+  Request whole = make_request(prompt_of(8, 6), 50);  // ignore_eos: the grammar still ends it
+  whole.sampling.grammar = cg;
+  auto ch_cut = cut.channel, ch_whole = whole.channel;
+  ASSERT_TRUE(engine->submit(std::move(cut)).is_ok());
+  ASSERT_TRUE(engine->submit(std::move(whole)).is_ok());
+  Collected a = collect(*ch_cut, 1), b = collect(*ch_whole, 1);
+  ASSERT_TRUE(a.complete && b.complete);
+  EXPECT_EQ(a.finish[0].reason, FinishReason::kLength);
+  EXPECT_EQ(a.tokens[0].size(), 2u);
+  EXPECT_EQ(b.finish[0].reason, FinishReason::kStop);
+  std::string text;
+  for (int32_t t : b.tokens[0]) text += cg->vocab().bytes(t);
+  EXPECT_TRUE(text == "\"ab\"" || text == "\"cd\"") << text;
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ TEST(Protocol, UnknownParametersAreNamed) {
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.param, "frobnicate");
   EXPECT_NE(e.message.find("frobnicate"), std::string::npos);
-  EXPECT_EQ(chat({{"response_format", {{"type", "json_object"}}}}).param, "response_format");
+  EXPECT_EQ(chat({{"response_format", {{"type", "xml"}}}}).param, "response_format.type");
   EXPECT_TRUE(chat({{"response_format", {{"type", "text"}}}}).ok());
   EXPECT_EQ(chat({{"stream", true}, {"stream_options", {{"foo", true}}}}).param, "stream_options.foo");
 }

@@ -114,8 +114,10 @@ TEST(ResponsesParse, FieldsAcceptedIgnoredOrRefused) {
   EXPECT_EQ(param(R"({"input": "x", "conversation": "conv_1"})"), "conversation");
   EXPECT_EQ(param(R"({"input": "x", "include": ["everything"]})"), "include[0]");
   EXPECT_EQ(param(R"({"input": "x", "max_output_tokens": 0})"), "max_output_tokens");
-  EXPECT_EQ(param(R"({"input": "x", "text": {"format": {"type": "json_object"}}})"), "text.format");
-  EXPECT_EQ(param(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "n", "schema": {}}}})"), "text.format");
+  // Structured outputs: accepted, parsed by the chat path (errors name text.format).
+  EXPECT_EQ(param(R"({"input": "x", "text": {"format": {"type": "json_object"}}})"), "");
+  EXPECT_EQ(param(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "n", "schema": {}}}})"), "");
+  EXPECT_EQ(param(R"({"input": "x", "text": {"format": {"type": "xml"}}})"), "text.format.type");
   EXPECT_EQ(param(R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]})"),
             "input[0].content[0].type");
   EXPECT_EQ(param(R"({"input": [{"role": "tool", "content": "x"}]})"), "input[0].role");

@@ -427,12 +427,17 @@ __device__ int locate(int V, const W& weight, const Tgt& target_of, SampleShared
 
 __global__ void __launch_bounds__(kSampleThreads)
     sample_kernel(const float* __restrict__ logits, int V, const SampleRowParams* __restrict__ rows,
-                  const SamplePenalty* __restrict__ penalties, float* __restrict__ scratch,
-                  SampleRowOut* __restrict__ out) {
+                  const SamplePenalty* __restrict__ penalties, const uint32_t* __restrict__ masks,
+                  float* __restrict__ scratch, SampleRowOut* __restrict__ out) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ SampleShared sh;
   const SampleRowParams p = rows[blockIdx.x];
-  const float* raw = logits + int64_t(p.logits_row) * V;
+  const float* raw_row = logits + int64_t(p.logits_row) * V;
+  // Step 0: every read of the row goes through the allowed-token mask.
+  const uint32_t* mask = p.mask_row >= 0 ? masks + int64_t(p.mask_row) * ((V + 31) / 32) : nullptr;
+  auto raw = [raw_row, mask](int i) {
+    return mask && !((mask[i >> 5] >> (i & 31)) & 1u) ? -INFINITY : raw_row[i];
+  };
   float* l = scratch + int64_t(blockIdx.x) * V;  // (V) penalised, temperature-scaled row
   const bool greedy = p.temperature <= 0.f;
   const bool want_lp = p.logprobs >= 0;
@@ -458,7 +463,7 @@ __global__ void __launch_bounds__(kSampleThreads)
   int bi = kNoIndex;
   double rs = 0;
   for (int i = tid; i < V; i += blockDim.x) {
-    const float v = raw[i];
+    const float v = raw(i);
     if (want_lp) {
       if (v > rm) {
         rs = (rm == -INFINITY ? 0.0 : rs * exp(static_cast<double>(rm) - v)) + 1.0;
@@ -477,7 +482,7 @@ __global__ void __launch_bounds__(kSampleThreads)
   }
   for (int e = tid; e < p.pen_count; e += blockDim.x) {
     const SamplePenalty q = pen[e];
-    float x = raw[q.token];
+    float x = raw(q.token);
     if (p.repetition_penalty != 1.f && q.in_seen)
       x = x > 0.f ? __fdiv_rn(x, p.repetition_penalty) : __fmul_rn(x, p.repetition_penalty);
     if ((p.frequency_penalty != 0.f || p.presence_penalty != 0.f) && q.out_count > 0)
@@ -597,21 +602,21 @@ __global__ void __launch_bounds__(kSampleThreads)
   const int n_top = want_lp ? min(p.logprobs, V) : 0;
   if (n_top > 0) {
     auto all = [&](int i, float* v) {
-      *v = raw[i];
+      *v = raw(i);
       return true;
     };
     const RadixOut r = radix_select<false>(V, all, 0.f, static_cast<unsigned long long>(n_top), 0.0, cnt, mass, &sh);
     const long long need = n_top - static_cast<long long>(r.above);  // ties wanted at the N-th value
     int tie_cut = kNoIndex;
     if (r.ties > need) {
-      auto tie = [&](int i) { return order_key(raw[i]) == r.key ? 1.0 : 0.0; };
+      auto tie = [&](int i) { return order_key(raw(i)) == r.key ? 1.0 : 0.0; };
       const double jt = static_cast<double>(need - 1);
       tie_cut = locate(V, tie, [jt](double) { return jt; }, &sh);
     }
     if (tid == 0) sh.n_cand = 0;
     __syncthreads();
     for (int i = tid; i < V; i += blockDim.x) {
-      const uint32_t key = order_key(raw[i]);
+      const uint32_t key = order_key(raw(i));
       if (key > r.key || (key == r.key && i <= tie_cut)) {
         const int slot = atomicAdd(&sh.n_cand, 1);
         if (slot < kMaxTopLogprobs) sh.cand[slot] = i;
@@ -622,13 +627,13 @@ __global__ void __launch_bounds__(kSampleThreads)
   if (tid == 0) {
     SampleRowOut& o = out[blockIdx.x];
     o.token = token;
-    o.logprob = want_lp ? static_cast<float>(static_cast<double>(raw[token]) - sh.lse) : 0.f;
+    o.logprob = want_lp ? static_cast<float>(static_cast<double>(raw(token)) - sh.lse) : 0.f;
     const int n = n_top > 0 ? min(sh.n_cand, n_top) : 0;
     int ids[kMaxTopLogprobs];
     float lps[kMaxTopLogprobs];
     for (int c = 0; c < n; ++c) {  // insertion sort: logprob desc, then id asc
       const int id = sh.cand[c];
-      const float lp = static_cast<float>(static_cast<double>(raw[id]) - sh.lse);
+      const float lp = static_cast<float>(static_cast<double>(raw(id)) - sh.lse);
       int at = c;
       while (at > 0 && (lps[at - 1] < lp || (lps[at - 1] == lp && ids[at - 1] > id))) {
         ids[at] = ids[at - 1];
@@ -669,6 +674,7 @@ void pack_sample_row(const SamplingParams& p, std::span<const int32_t> prompt, s
   row->logits_row = logits_row;
   row->seed = seed;
   row->index = output.size();
+  row->mask_row = -1;
   row->pen_offset = static_cast<int32_t>(penalties->size());
   const bool rep = p.repetition_penalty != 1.f;
   const bool freq = p.frequency_penalty != 0.f || p.presence_penalty != 0.f;
@@ -722,14 +728,14 @@ SampleResult to_sample_result(const SampleRowOut& o, int logprobs) {
 }
 
 Status launch_sample(const float* logits, int V, const SampleRowParams* rows, int R, const SamplePenalty* penalties,
-                     float* scratch, SampleRowOut* out, cudaStream_t stream) {
+                     const uint32_t* masks, float* scratch, SampleRowOut* out, cudaStream_t stream) {
   if (V <= 0 || V > kMaxSampleVocab)
     return invalid_argument("device sampler: vocabulary of " + std::to_string(V) + " entries (at most " +
                             std::to_string(kMaxSampleVocab) + ")");
   if (R == 0) return Status::ok();
   const size_t hist = kRadixBins * (sizeof(uint32_t) + sizeof(unsigned long long));
   const size_t smem = std::max(hist, size_t((V + 31) / 32) * sizeof(uint32_t));
-  sample_kernel<<<R, kSampleThreads, smem, stream>>>(logits, V, rows, penalties, scratch, out);
+  sample_kernel<<<R, kSampleThreads, smem, stream>>>(logits, V, rows, penalties, masks, scratch, out);
   MS_CUDA_LAUNCH_CHECK("sample_kernel");
   return Status::ok();
 }

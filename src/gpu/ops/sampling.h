@@ -6,6 +6,10 @@
 //
 // launch_sample: the whole CPU sampler of src/sampling/sampler.h (steps 0-9,
 // the specification) for a batch of rows, one 1024-thread block per row.
+// Step 0, the allowed-token mask of grammar-constrained rows: a row with
+// mask_row >= 0 reads its logits through masks[mask_row] (V/32 words, bit t
+// clear: logit -inf), so every later pass, logprobs included, sees the
+// constrained row (as the CPU sampler and vLLM V1 do).
 // No full sort anywhere: every threshold is a radix select over the row
 // (three passes of 11/11/10 bits of an order-preserving key of the float
 // value), which the row being L2-resident (<= 1 MB) makes cheap:
@@ -81,8 +85,10 @@ struct SampleRowParams {
   int32_t pen_count = 0;
   uint64_t seed = 0;
   uint64_t index = 0;       // draw index: tokens this sequence sampled before
+  int32_t mask_row = -1;    // allowed-token mask: row of `masks` in launch_sample; -1: none
+  int32_t pad[3] = {};
 };
-static_assert(sizeof(SampleRowParams) == 64);
+static_assert(sizeof(SampleRowParams) == 80);
 
 // One sampled row's result.
 struct SampleRowOut {
@@ -105,12 +111,18 @@ void pack_sample_row(const SamplingParams& p, std::span<const int32_t> prompt, s
 // The SampleResult of a row (top list sorted by logprob desc, then id).
 SampleResult to_sample_result(const SampleRowOut& o, int logprobs);
 
+// uint32 words of one allowed-token mask row.
+inline int sample_mask_words(int V) { return (V + 31) / 32; }
+
 // Samples R rows: rows[r] reads logits row rows[r].logits_row of the (*, V)
-// fp32 matrix `logits`; penalties: the packed entries; scratch: (R, V) fp32
-// workspace (the penalised, temperature-scaled rows); out: (R). All pointers
-// are device pointers. InvalidArgument for V > kMaxSampleVocab.
+// fp32 matrix `logits`; penalties: the packed entries; masks: (rows with a
+// mask, sample_mask_words(V)) uint32 allowed-token bitmaps, indexed by
+// rows[r].mask_row (may be null when no row has one; a masked row must allow
+// at least one token); scratch: (R, V) fp32 workspace (the penalised,
+// temperature-scaled rows); out: (R). All pointers are device pointers.
+// InvalidArgument for V > kMaxSampleVocab.
 Status launch_sample(const float* logits, int V, const SampleRowParams* rows, int R, const SamplePenalty* penalties,
-                     float* scratch, SampleRowOut* out, cudaStream_t stream);
+                     const uint32_t* masks, float* scratch, SampleRowOut* out, cudaStream_t stream);
 
 // Test hook: out[i] = sampler_uniform(seeds[i], indices[i]) computed on the
 // device (device pointers, n entries).
