@@ -5,6 +5,10 @@
 # file given as the argument (default: stdout); the exit code is cmake's.
 # Usage, from the repository root: tools/configure_gpu.sh [LOG]
 set -uo pipefail
+# The Boost headers of the HTTP server travel packed (tools/stage_gpu_extras.sh).
+if [ -f .deps/boost_headers.tar.xz ] && [ ! -d .deps/include/boost ]; then
+  tar -C .deps/include -xJf .deps/boost_headers.tar.xz
+fi
 extra=()
 if [ -d .deps ]; then extra+=(-DCMAKE_PREFIX_PATH="$PWD/.deps" -DCMAKE_INCLUDE_PATH="$PWD/.deps/include" -DCMAKE_LIBRARY_PATH="$PWD/.deps/lib"); fi
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASERVE_CUDA=ON \
