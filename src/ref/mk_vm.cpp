@@ -42,6 +42,8 @@ Result<std::unique_ptr<MkVm>> MkVm::create(const ModelConfig& cfg, const ModelWe
   vm->final_norm_ = f32_copy(w.final_norm);
   vm->inv_freq_ = ref_rope_inv_freq(cfg);
   vm->routing_.assign(cfg.n_layers, {});
+  vm->router_logits_.assign(cfg.n_layers, {});
+  vm->own_routing_.assign(cfg.n_layers, {});
   vm->layers_.resize(cfg.n_layers);
   for (int li = 0; li < cfg.n_layers; ++li) {
     const LayerWeights& s = w.layers[li];
@@ -83,6 +85,20 @@ Result<std::unique_ptr<MkVm>> MkVm::create(const ModelConfig& cfg, const ModelWe
     l.v_cache.assign(n, 0.f);
   }
   return vm;
+}
+
+Status MkVm::import_kv(int layer, const std::vector<uint16_t>& k, const std::vector<uint16_t>& v) {
+  if (layer < 0 || layer >= cfg_.n_layers) return invalid_argument("mk_vm: no layer " + std::to_string(layer));
+  Layer& l = layers_[layer];
+  if (k.size() != l.k_cache.size() || v.size() != l.v_cache.size())
+    return invalid_argument("mk_vm: layer " + std::to_string(layer) + " KV import of " + std::to_string(k.size()) +
+                            " / " + std::to_string(v.size()) + " elements, the cache holds " +
+                            std::to_string(l.k_cache.size()));
+  for (size_t i = 0; i < k.size(); ++i) {
+    l.k_cache[i] = bf16_to_f32(k[i]);
+    l.v_cache[i] = bf16_to_f32(v[i]);
+  }
+  return Status::ok();
 }
 
 const std::vector<float>& MkVm::buffer(const std::string& name) const {
@@ -166,6 +182,8 @@ Status MkVm::step(const mk::Schedule& s, const std::vector<SeqWork>& batch, cons
   st.count.assign(E, 0);
   st.members.assign(size_t(R) * K, -1);
   for (auto& r : routing_) r.clear();
+  for (auto& r : router_logits_) r.clear();
+  for (auto& r : own_routing_) r.clear();
   sched_ = &s;
 
   mk::MachineOps ops;
@@ -174,6 +192,7 @@ Status MkVm::step(const mk::Schedule& s, const std::vector<SeqWork>& batch, cons
   ops.tile = [this](int, const Instruction& in, int slot, int t) { return tile(in, slot, t); };
   Status rs = mk::run_machine(s, ops, order, stats);
   sched_ = nullptr;
+  forced_.clear();
   MS_RETURN_IF_ERROR(rs);
   out->logits.assign(R, {});
   for (int r = 0; r < R; ++r)
@@ -443,9 +462,20 @@ Result<int> MkVm::route(const Instruction& in) {
   Step& st = st_;
   const int R = sched_->opt.rows, K = d.top_k, E = d.n_experts;
   std::vector<int> cnt(E, 0);
+  router_logits_[in.layer].assign(st.router_logits.begin(), st.router_logits.begin() + size_t(R) * E);
+  const bool forced = in.layer < static_cast<int>(forced_.size()) && !forced_[in.layer].empty();
+  if (forced && forced_[in.layer].size() != size_t(R) * K)
+    return invalid_argument("mk_vm: forced routing of layer " + std::to_string(in.layer) + " has " +
+                            std::to_string(forced_[in.layer].size()) + " ids, want rows x top_k = " +
+                            std::to_string(R * K));
   for (int r = 0; r < R; ++r) {
-    const RouteChoice rc = ref_route(cfg_, st.router_logits.data() + size_t(r) * E);
+    const float* lg = st.router_logits.data() + size_t(r) * E;
+    const RouteChoice own = ref_route(cfg_, lg);
+    own_routing_[in.layer].insert(own_routing_[in.layer].end(), own.experts.begin(), own.experts.end());
+    const RouteChoice rc = forced ? ref_route(cfg_, lg, forced_[in.layer].data() + size_t(r) * K) : own;
     for (int k = 0; k < K; ++k) {
+      if (rc.experts[k] < 0 || rc.experts[k] >= E)
+        return invalid_argument("mk_vm: forced routing names expert " + std::to_string(rc.experts[k]));
       st.topk_ids[r * K + k] = rc.experts[k];
       st.topk_w[r * K + k] = rc.weights[k];
       ++cnt[rc.experts[k]];

@@ -50,8 +50,24 @@ class MkVm {
   Status step(const mk::Schedule& schedule, const std::vector<SeqWork>& batch, const mk::MachineOptions& order,
               StepResult* out, mk::MachineStats* stats = nullptr);
 
+  // The next step routes layer l to forced[l] (rows x top_k expert ids, best
+  // first; an empty entry: the interpreter's own choice), then forgets it.
+  // For device comparisons: after a near-tie flip the interpreter follows
+  // the device's experts instead of diverging from it.
+  void force_routing(std::vector<std::vector<int32_t>> forced) { forced_ = std::move(forced); }
+  // The top-k the interpreter's own scores chose at `layer` in the last step
+  // (rows x top_k, best first), forced or not.
+  const std::vector<int32_t>& last_own_routing(int layer) const { return own_routing_[layer]; }
+  // Layer l's K (or V) cache: (blocks, n_kv_heads, block_size, head_dim)
+  // elements, the GPU pool's layout of a layer. import_kv replaces both with
+  // bf16 values in that layout (a device cache copied over, for comparisons
+  // on contexts the interpreter did not write).
+  size_t kv_elems(int layer) const { return layers_[layer].k_cache.size(); }
+  Status import_kv(int layer, const std::vector<uint16_t>& k, const std::vector<uint16_t>& v);
   // Expert ids (rows x top_k, best first) chosen at `layer` in the last step.
   const std::vector<int32_t>& last_routing(int layer) const { return routing_[layer]; }
+  // The router logits (rows x n_experts) `layer` routed on in the last step.
+  const std::vector<float>& last_router_logits(int layer) const { return router_logits_[layer]; }
   // A step buffer after the last step (for device comparisons): "x", "h",
   // "hf", "qkv", "attn_out", "o_part", "router_logits", "moe_act", "ybuf",
   // "dense_act", "logits"; empty for an unknown name.
@@ -100,6 +116,8 @@ class MkVm {
   Step st_;
   const mk::Schedule* sched_ = nullptr;
   std::vector<std::vector<int32_t>> routing_;
+  std::vector<std::vector<float>> router_logits_;
+  std::vector<std::vector<int32_t>> own_routing_, forced_;
 };
 
 }  // namespace ms

@@ -114,7 +114,7 @@ void ref_swiglu(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-RouteChoice ref_route(const ModelConfig& cfg, const float* logits) {
+RouteChoice ref_route(const ModelConfig& cfg, const float* logits, const int32_t* forced) {
   const int E = cfg.n_experts, K = cfg.top_k;
   std::vector<float> score(logits, logits + E);
   if (!cfg.softmax_over_topk && cfg.router == RouterFn::kSoftmax) {
@@ -131,7 +131,8 @@ RouteChoice ref_route(const ModelConfig& cfg, const float* logits) {
     return score[a] > score[b] || (score[a] == score[b] && a < b);
   });
   RouteChoice rc;
-  rc.experts.assign(idx.begin(), idx.begin() + K);
+  if (forced) rc.experts.assign(forced, forced + K);
+  else rc.experts.assign(idx.begin(), idx.begin() + K);
   for (int e : rc.experts) rc.weights.push_back(score[e]);
   if (cfg.softmax_over_topk) {
     if (cfg.router == RouterFn::kSoftmax) {

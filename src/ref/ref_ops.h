@@ -33,7 +33,10 @@ struct RouteChoice {
   std::vector<float> weights;   // their combine weights
 };
 // Router for one token from its router logits (n_experts), per cfg.
-RouteChoice ref_route(const ModelConfig& cfg, const float* logits);
+// forced (top_k ids, best first): route to these experts instead of the
+// top-k (the weights come from their scores as usual); for comparisons that
+// follow another implementation's choice at a near tie.
+RouteChoice ref_route(const ModelConfig& cfg, const float* logits, const int32_t* forced = nullptr);
 
 // Attention of one query (n_heads x head_dim) over `n_keys` keys/values
 // fetched by key(i, kv_head) / value(i, kv_head) pointers (head_dim floats).

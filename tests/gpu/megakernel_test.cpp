@@ -5,8 +5,10 @@
 //    takes (head_dim 32 / 64 / 128, sliding windows that the test crosses,
 //    shared experts, attention bias, QK-norm), ragged decode batches of 1, 3
 //    and 8 rows: logits within 1e-2 of the interpreter running the schedule
-//    the device ran; on a mismatch every step buffer's error is printed, so a
-//    divergence is pinned to an opcode;
+//    the device ran, router logits within 1e-2 layer by layer, the device's
+//    routing the top-k of its own router logits; a row whose routing flips
+//    at a near tie leaves the comparison (its KV differs from then on); on
+//    a mismatch every step buffer's error is printed;
 //  - MkDemo: the trained demo model, prefill on the layered path and decode
 //    on the megakernel: greedy tokens equal HF's exactly, ragged batches;
 //  - MkDeterminism / MkBarrierAblation: repeated steps and the grid-barrier
@@ -22,11 +24,14 @@
 //    re-mapped to new blocks mid-run as after preemption).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -44,6 +49,10 @@ namespace ms::gpu::test {
 namespace {
 
 constexpr double kVmTol = 1e-2;  // vs the interpreter: fp32 order + bf16 rounding flips (docs/megakernel.md)
+// Router logits of random checkpoints are small numbers around 0, so their
+// relative error runs about twice the logits' (first device run: worst 6e-3
+// to 1e-2 at 1 row, 2.1e-2 at 8 rows).
+constexpr double kRouterTol = 3e-2;
 
 std::string fixture(const std::string& family) {
   return std::string(MEGASERVE_SOURCE_DIR) + "/tests/fixtures/hf/" + family + "/config.json";
@@ -54,7 +63,31 @@ std::string fixture(const std::string& family) {
 struct Mini {
   std::string name, family;
   int head_dim, hidden, window;
+  nlohmann::json patch = nlohmann::json::object();  // more config fields
+  int block = 16;   // KV block size
+  int steps = 70;   // decode steps (70 cross the sliding windows of 40)
+  int start = 0;    // first position (rows r start 3 r later)
+  double tol = kVmTol;
+  int kv_mib = 64;  // KV cache of each side
+  double router_tol = kRouterTol;
+  bool random_kv = false;  // the caches start as the same random values (every position before start is context)
 };
+
+// random_kv: fills the device cache with random values and gives the
+// interpreter a copy (a zeroed context hides which keys a split reads: every
+// unwritten key scores 0 against a zero value).
+Status share_random_kv(GpuBackend& gpu, MkVm& vm, int n_layers) {
+  MS_RETURN_IF_ERROR(gpu.model().fill_kv_random(29, gpu.stream()));
+  for (int l = 0; l < n_layers; ++l) {
+    const DeviceLayer& L = gpu.model().layer(l);
+    const size_t n = vm.kv_elems(l);
+    std::vector<uint16_t> k(n), v(n);
+    MS_CUDA_RETURN(cudaMemcpy(k.data(), gpu.model().kv_pool() + L.k_off, n * 2, cudaMemcpyDeviceToHost));
+    MS_CUDA_RETURN(cudaMemcpy(v.data(), gpu.model().kv_pool() + L.v_off, n * 2, cudaMemcpyDeviceToHost));
+    MS_RETURN_IF_ERROR(vm.import_kv(l, k, v));
+  }
+  return Status::ok();
+}
 
 Result<std::unique_ptr<LoadedModel>> make_mini(const Mini& m) {
   std::ifstream in(fixture(m.family));
@@ -63,6 +96,7 @@ Result<std::unique_ptr<LoadedModel>> make_mini(const Mini& m) {
   j["hidden_size"] = m.hidden;
   if (j.contains("sliding_window") && !j["sliding_window"].is_null()) j["sliding_window"] = m.window;
   j["max_position_embeddings"] = 4096;
+  j.merge_patch(m.patch);
   MS_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::from_json(j, m.name));
   const std::string dir = (std::filesystem::temp_directory_path() / ("megaserve_mk_" + m.name)).string();
   std::filesystem::create_directories(dir);
@@ -73,12 +107,65 @@ Result<std::unique_ptr<LoadedModel>> make_mini(const Mini& m) {
   return load_model(dir);
 }
 
+// Every family in small shapes, then North Mini Code's cohere2_moe with one
+// full-shape dimension each (the paths small shapes do not reach: k split
+// over two stage chunks at hidden 2048, 8 query heads per KV head, 128
+// experts top-8 at width 768, a dense FFN split in two down slices, the
+// 262144 vocabulary's LM-head tiles, 64-token KV blocks).
+// cohere2_moe layer fields for n layers in North Mini Code's pattern: full
+// attention at i % 4 == 0, the rest sliding; layer 0 dense, the rest MoE.
+nlohmann::json nmc_layers(int n, nlohmann::json j = nlohmann::json::object()) {
+  nlohmann::json types = nlohmann::json::array(), mlp = nlohmann::json::array();
+  for (int i = 0; i < n; ++i) {
+    types.push_back(i % 4 == 0 ? "full_attention" : "sliding_attention");
+    mlp.push_back(i == 0 ? "dense" : "sparse");
+  }
+  j["num_hidden_layers"] = n;
+  j["layer_types"] = types;
+  j["mlp_layer_types"] = mlp;
+  return j;
+}
+
 const std::vector<Mini>& minis() {
-  static const std::vector<Mini> v = {{"cohere2_moe_hd64", "cohere2_moe", 64, 128, 40},
-                                      {"cohere2_moe_shared_hd32", "cohere2_moe_shared", 32, 128, 40},
-                                      {"qwen3_moe_hd128", "qwen3_moe", 128, 256, 0},
-                                      {"qwen3_hd64", "qwen3", 64, 128, 40},
-                                      {"llama_hd32", "llama", 32, 128, 0}};
+  using nlohmann::json;
+  static const std::vector<Mini> v = {
+      {"cohere2_moe_hd64", "cohere2_moe", 64, 128, 40},
+      {"cohere2_moe_shared_hd32", "cohere2_moe_shared", 32, 128, 40},
+      {"qwen3_moe_hd128", "qwen3_moe", 128, 256, 0},
+      {"qwen3_hd64", "qwen3", 64, 128, 40},
+      {"llama_hd32", "llama", 32, 128, 0},
+      // bf16 rounding flips grow with the 2048-term sums (first device run:
+      // 1.4e-2 at 1 row, 2.2e-2 at 8, no routing involved).
+      {"nmc_hidden2048", "cohere2_moe", 64, 2048, 40, json::object(), 16, 12, 0, 3e-2},
+      {"nmc_group8", "cohere2_moe", 128, 256, 40, json{{"num_attention_heads", 16}, {"num_key_value_heads", 2}}, 16, 12},
+      // 8 experts' bf16 products summed per row (first device run: 1.2e-2).
+      {"nmc_experts128", "cohere2_moe", 64, 256, 40,
+       json{{"num_experts", 128}, {"num_experts_per_tok", 8}, {"intermediate_size", 768}}, 16, 12, 0, 2e-2},
+      {"nmc_dense3072", "cohere2_moe", 64, 256, 40, json{{"prefix_dense_intermediate_size", 3072}}, 16, 12},
+      {"nmc_vocab262144", "cohere2_moe", 64, 128, 40, json{{"vocab_size", 262144}}, 16, 12},
+      {"nmc_block64", "cohere2_moe", 128, 256, 40, json::object(), 64, 70},
+      // Long contexts: many 64-key stages per attention split (short runs
+      // give a split one stage at most), full layers over 1K and 5K keys.
+      {"nmc_context1k", "cohere2_moe", 128, 256, 40, json::object(), 64, 12, 1000, kVmTol, 128},
+      {"nmc_context5k", "cohere2_moe", 128, 256, 40, json::object(), 16, 8, 5000, kVmTol, 640},
+      // All 49 layers of the pattern in small dimensions; then every
+      // dimension at once but in 3 layers (about 2.4 GB of bf16 weights).
+      // 49 layers of bf16 rounding flips (first device run: 1.4e-2 at 1
+      // row, 1.9e-2 at 3, router logits 4.2e-2, no growth over the steps).
+      {"nmc_context1k_random_kv", "cohere2_moe", 128, 256, 40, json::object(), 64, 12, 1000, kVmTol, 128, kRouterTol,
+       true},
+      {"nmc_layers49", "cohere2_moe", 64, 128, 40, nmc_layers(49), 64, 12, 1000, 3e-2, 512, 6e-2},
+      {"nmc_wide3", "cohere2_moe", 128, 2048, 4096,
+       nmc_layers(3, json{{"num_attention_heads", 32}, {"num_key_value_heads", 4}, {"num_experts", 128},
+                          {"num_experts_per_tok", 8}, {"intermediate_size", 768},
+                          {"prefix_dense_intermediate_size", 3072}, {"logit_scale", 0.0625}}),
+       64, 8, 1000, 3e-2, 256},
+      {"nmc_wide3_random_kv", "cohere2_moe", 128, 2048, 4096,
+       nmc_layers(3, json{{"num_attention_heads", 32}, {"num_key_value_heads", 4}, {"num_experts", 128},
+                          {"num_experts_per_tok", 8}, {"intermediate_size", 768},
+                          {"prefix_dense_intermediate_size", 3072}, {"logit_scale", 0.0625}}),
+       64, 8, 1000, 3e-2, 256, kRouterTol, true},
+  };
   return v;
 }
 
@@ -119,59 +206,214 @@ void print_buffers(MkExecutor& mk, const MkVm& vm) {
   }
 }
 
+// Routing of one MoE layer in one step on both sides, per row.
+struct LayerRouting {
+  std::vector<int32_t> gpu_ids, vm_ids;  // rows x K, best first
+  std::vector<float> gpu_logits, vm_logits;  // rows x E
+};
+
+// The top-k set of a router row (ties to the lower id), ascending: the
+// selection every family's scoring keeps (softmax and sigmoid are monotonic).
+std::vector<int32_t> top_set(const float* logits, int E, int K) {
+  std::vector<int32_t> ids(E);
+  for (int e = 0; e < E; ++e) ids[e] = e;
+  std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+  ids.resize(K);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::vector<int32_t> row_set(const std::vector<int32_t>& ids, int r, int K) {
+  std::vector<int32_t> v(ids.begin() + r * K, ids.begin() + (r + 1) * K);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 class MkVsVm : public ::testing::TestWithParam<Mini> {};
 
+// Logits within the mini's tolerance of the interpreter, every row, every
+// step. The device's routing must be the top-k of its own router logits, and
+// those within kRouterTol of the interpreter's, layer by layer; the
+// interpreter then follows the device's experts (MkVm::force_routing), so a
+// flip at a near tie (the two sides' logits differ in the last bits) neither
+// fails the test nor ends the comparison. Flips are counted.
 TEST_P(MkVsVm, RaggedDecodeMatchesTheInterpreter) {
   MS_GPU_TEST_GUARD();
-  auto model = make_mini(GetParam());
+  const Mini& mini = GetParam();
+  auto model = make_mini(mini);
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   const ModelConfig& cfg = (*model)->config;
-  ASSERT_TRUE(MkExecutor::check_supported(cfg, 16).is_ok()) << MkExecutor::check_supported(cfg, 16).to_string();
+  ASSERT_TRUE(MkExecutor::check_supported(cfg, mini.block).is_ok())
+      << MkExecutor::check_supported(cfg, mini.block).to_string();
+  const int E = cfg.n_experts, K = cfg.top_k;
+  // MEGASERVE_MK_STEPS shortens the run (under compute-sanitizer).
+  const char* steps_env = std::getenv("MEGASERVE_MK_STEPS");
+  const int steps = steps_env ? std::max(1, std::atoi(steps_env)) : mini.steps;
+  const int block = mini.block;
+  const int per_row = (mini.start + steps + 3 * 8) / block + 2;  // blocks a row may use
   for (int rows : {1, 3, 8}) {
     SCOPED_TRACE("rows " + std::to_string(rows));
-    auto gpu = GpuBackend::create(cfg, (*model)->weights, mk_options(16, 4096));
+    GpuBackendOptions go = mk_options(block, mini.start + 4096);
+    go.kv_bytes = mini.kv_mib << 20;
+    auto gpu = GpuBackend::create(cfg, (*model)->weights, go);
     ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
     ASSERT_EQ((*gpu)->decode_path(), DecodePath::kMegakernel);
     MkExecutor& mk = *(*gpu)->megakernel();
     MkVmOptions vo;
-    vo.block_size = 16;
-    vo.kv_bytes = 64 << 20;
+    vo.block_size = block;
+    vo.kv_bytes = go.kv_bytes;
     auto vm = MkVm::create(cfg, (*model)->weights, vo);
     ASSERT_TRUE(vm.is_ok()) << vm.status().to_string();
-    // Both caches start zeroed; the same blocks per row on both sides.
+    if (mini.random_kv) ASSERT_OK(share_random_kv(**gpu, **vm, cfg.n_layers));
+    // Both caches start zeroed or equal (positions before `start` are zero keys and
+    // values on both sides); the same blocks per row on both sides.
     std::vector<SeqWork> batch(rows);
     for (int r = 0; r < rows; ++r) {
       batch[r].seq_id = r;
       batch[r].block_tables.assign((*gpu)->kv_spec().groups.size(), {});
     }
     std::mt19937 rng(17);
-    double worst = 0;
+    double worst = 0, worst_router = 0;
     bool printed = false;
-    for (int t = 0; t < 70; ++t) {  // past the sliding windows (40)
+    int flips = 0;
+    for (int t = 0; t < steps; ++t) {
       for (int r = 0; r < rows; ++r) {
         batch[r].tokens = {static_cast<int32_t>(rng() % cfg.vocab_size)};
-        batch[r].start_pos = t + 3 * r;
-        grow(batch[r], batch[r].start_pos, r * 32, 16);
+        batch[r].start_pos = mini.start + t + 3 * r;
+        grow(batch[r], batch[r].start_pos, r * per_row, block);
       }
       StepResult got, want;
       ASSERT_OK((*gpu)->step(batch, &got));
       ASSERT_NE(mk.last_schedule(), nullptr);
+      std::vector<std::vector<int32_t>> gpu_ids(cfg.n_layers);
+      std::vector<std::vector<float>> gpu_logits(cfg.n_layers);
+      for (int l = 0; l < cfg.n_layers && E > 0; ++l) {
+        if (!cfg.layers[l].moe) continue;
+        ASSERT_OK(mk.last_routing(l, &gpu_ids[l], &gpu_logits[l]));
+        ASSERT_EQ(gpu_ids[l].size(), size_t(rows) * K);
+        for (int r = 0; r < rows; ++r)  // the device routes its own logits correctly
+          ASSERT_EQ(row_set(gpu_ids[l], r, K), top_set(gpu_logits[l].data() + size_t(r) * E, E, K))
+              << "the device's routing is not the top-k of its own router logits: step " << t << " layer " << l
+              << " row " << r;
+      }
+      (*vm)->force_routing(gpu_ids);
       ASSERT_OK((*vm)->step(*mk.last_schedule(), batch, {uint64_t(t)}, &want));
+      for (int l = 0; l < cfg.n_layers && E > 0; ++l) {
+        if (!cfg.layers[l].moe) continue;
+        const std::vector<float>& vl = (*vm)->last_router_logits(l);
+        const std::vector<int32_t>& own = (*vm)->last_own_routing(l);
+        for (int r = 0; r < rows; ++r) {
+          const std::vector<float> g(gpu_logits[l].begin() + size_t(r) * E, gpu_logits[l].begin() + size_t(r + 1) * E);
+          const std::vector<float> v(vl.begin() + size_t(r) * E, vl.begin() + size_t(r + 1) * E);
+          const double re = rel_err(g, v);
+          worst_router = std::max(worst_router, re);
+          EXPECT_LT(re, mini.router_tol) << "router logits, step " << t << " layer " << l << " row " << r;
+          if (row_set(gpu_ids[l], r, K) != row_set(own, r, K)) {
+            ++flips;
+            std::vector<float> sorted = v;
+            std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+            std::printf("[mk]   step %d layer %d row %d: routing flip at a margin of %.2e (router rel err %.2e)\n", t,
+                        l, r, double(sorted[K - 1] - sorted[K]), re);
+          }
+        }
+      }
       for (int r = 0; r < rows; ++r) {
         const double e = rel_err(got.logits[r], want.logits[r]);
         worst = std::max(worst, e);
-        EXPECT_LT(e, kVmTol) << "step " << t << " row " << r;
-        if (e >= kVmTol && !printed) {
+        EXPECT_LT(e, mini.tol) << "step " << t << " row " << r;
+        if (e >= mini.tol && !printed) {
           print_buffers(mk, **vm);
           printed = true;
         }
       }
     }
-    std::printf("[mk] %s rows %d: worst logits rel err vs interpreter %.2e\n", GetParam().name.c_str(), rows, worst);
+    std::printf("[mk] %s rows %d: worst logits rel err vs interpreter %.2e, worst router logits rel err %.2e, %d "
+                "routing flips at near ties (the interpreter followed the device)\n",
+                mini.name.c_str(), rows, worst, worst_router, flips);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Minis, MkVsVm, ::testing::ValuesIn(minis()),
+                         [](const auto& info) { return info.param.name; });
+
+// The layered executor against the same interpreter, with its routing
+// followed the same way: the independent check of the layered path at North
+// Mini Code's dimensions (its HF comparisons run at the fixtures' small
+// shapes), and the third opinion when the two executors disagree.
+class LayeredVsVm : public ::testing::TestWithParam<Mini> {};
+
+TEST_P(LayeredVsVm, RaggedDecodeMatchesTheInterpreter) {
+  MS_GPU_TEST_GUARD();
+  const Mini& mini = GetParam();
+  auto model = make_mini(mini);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const ModelConfig& cfg = (*model)->config;
+  const int E = cfg.n_experts, K = cfg.top_k, block = mini.block, steps = mini.steps;
+  const int per_row = (mini.start + steps + 3 * 8) / block + 2;
+  for (int rows : {1, 8}) {
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    GpuBackendOptions go = mk_options(block, mini.start + 4096);
+    go.kv_bytes = mini.kv_mib << 20;
+    go.decode = DecodePath::kLayered;
+    auto gpu = GpuBackend::create(cfg, (*model)->weights, go);
+    ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+    MkVmOptions vo;
+    vo.block_size = block;
+    vo.kv_bytes = go.kv_bytes;
+    auto vm = MkVm::create(cfg, (*model)->weights, vo);
+    ASSERT_TRUE(vm.is_ok()) << vm.status().to_string();
+    if (mini.random_kv) ASSERT_OK(share_random_kv(**gpu, **vm, cfg.n_layers));
+    std::vector<SeqWork> batch(rows);
+    for (int r = 0; r < rows; ++r) {
+      batch[r].seq_id = r;
+      batch[r].block_tables.assign((*gpu)->kv_spec().groups.size(), {});
+    }
+    ::ms::mk::ScheduleOptions so;
+    so.rows = rows;
+    so.context = ::ms::mk::context_bucket(mini.start + steps + 3 * rows + 1);
+    so.n_sm = 132;
+    auto sched = ::ms::mk::build_schedule((*vm)->dims(), (*vm)->layer_info(), so);
+    ASSERT_TRUE(sched.is_ok()) << sched.status().to_string();
+    std::mt19937 rng(17);
+    double worst = 0;
+    int flips = 0;
+    for (int t = 0; t < steps; ++t) {
+      for (int r = 0; r < rows; ++r) {
+        batch[r].tokens = {static_cast<int32_t>(rng() % cfg.vocab_size)};
+        batch[r].start_pos = mini.start + t + 3 * r;
+        grow(batch[r], batch[r].start_pos, r * per_row, block);
+      }
+      StepResult got, want;
+      ASSERT_OK((*gpu)->step(batch, &got));
+      std::vector<std::vector<int32_t>> ids(cfg.n_layers);
+      for (int l = 0; l < cfg.n_layers && E > 0; ++l)
+        if (cfg.layers[l].moe) ASSERT_OK((*gpu)->layered().last_routing(l, &ids[l]));
+      (*vm)->force_routing(ids);
+      ASSERT_OK((*vm)->step(*sched, batch, {}, &want));
+      for (int l = 0; l < cfg.n_layers && E > 0; ++l)
+        if (cfg.layers[l].moe)
+          for (int r = 0; r < rows; ++r) flips += row_set(ids[l], r, K) != row_set((*vm)->last_own_routing(l), r, K);
+      for (int r = 0; r < rows; ++r) {
+        const double e = rel_err(got.logits[r], want.logits[r]);
+        worst = std::max(worst, e);
+        EXPECT_LT(e, mini.tol) << "step " << t << " row " << r;
+      }
+    }
+    std::printf("[layered] %s rows %d: worst logits rel err vs interpreter %.2e, %d routing flips at near ties\n",
+                mini.name.c_str(), rows, worst, flips);
+  }
+}
+
+const std::vector<Mini> layered_minis() {
+  std::vector<Mini> v;
+  for (const Mini& m : minis())
+    if (m.name == "cohere2_moe_hd64" || m.name == "nmc_wide3" || m.name == "nmc_layers49" ||
+        m.name == "nmc_context1k_random_kv" || m.name == "nmc_wide3_random_kv")
+      v.push_back(m);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Minis, LayeredVsVm, ::testing::ValuesIn(layered_minis()),
                          [](const auto& info) { return info.param.name; });
 
 // The trained demo model: ragged prompts prefilled on the layered path in one
@@ -307,7 +549,9 @@ TEST(MkWatchdog, StuckWaitFailsTheStepAndMakesTheEngineUnhealthy) {
     ASSERT_FALSE(st.is_ok());
     EXPECT_EQ(st.code(), StatusCode::kInternal);
     EXPECT_NE(st.message().find("watchdog"), std::string::npos) << st.message();
-    EXPECT_NE(st.message().find("route"), std::string::npos) << st.message();  // the planted wait is on kRoute
+    // The planted wait is on kRoute; the first wait to time out may be one
+    // of its dependents' (the claims of other SMs wait on the route too).
+    EXPECT_NE(st.message().find("timed out"), std::string::npos) << st.message();
     EXPECT_LT(ms, 5000) << "the watchdog fired in bounded time";
     EXPECT_FALSE((*gpu)->step(batch, &r).is_ok()) << "the executor stays failed";
   }
@@ -363,13 +607,25 @@ double margin(const std::vector<float>& v, int* top) {
   return mx > 0 ? (a - b) / mx : 0;
 }
 
+// North Mini Code's dimensions in its first 5 layers (dense RoPE layer 0,
+// three sliding layers, a NoPE full layer), random weights on the device.
+// Both executors route by their own router logits, so a near-tie flip in
+// one layer sends the rest of that row-step down another path (with 128
+// experts top-8 they are common: the first full 49-layer run had a flip in
+// most row-steps and O(1) logits differences from them); the comparison
+// follows each row through the layers and stops at its first flip, which
+// must be at a near tie. Logits are compared for row-steps where every
+// layer routed alike, and those must be the majority.
 TEST(MkNmcFull, TeacherForcedAgainstTheLayeredExecutor) {
   MS_GPU_TEST_GUARD();
   auto cfg = preset_config(Arch::kCohere2Moe, "full");
   ASSERT_TRUE(cfg.is_ok());
+  cfg->n_layers = 5;
+  cfg->layers.resize(5);
+  ASSERT_TRUE(cfg->validate().is_ok()) << cfg->validate().to_string();
   size_t free_b = 0, total_b = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
-  if (free_b < (size_t(100) << 30)) GTEST_SKIP() << "needs ~100 GB of free device memory";
+  if (free_b < (size_t(24) << 30)) GTEST_SKIP() << "needs ~24 GB of free device memory";
   const int bs = 64, max_ctx = 65536 + 128, max_rows = 8;
   GpuBackendOptions o = mk_options(bs, max_ctx + 64);
   // Two copies of every row's context (layered and megakernel sides).
@@ -431,7 +687,7 @@ TEST(MkNmcFull, TeacherForcedAgainstTheLayeredExecutor) {
             if (a[r].block_tables[g][i] != m[r].block_tables[g][i])
               ASSERT_OK(copy_block(static_cast<int>(g), a[r].block_tables[g][i], m[r].block_tables[g][i]));
       double worst = 0;
-      int top1_checked = 0, top1_equal = 0, routes_checked = 0, routes_equal = 0;
+      int top1_checked = 0, top1_equal = 0, routes_checked = 0, routes_equal = 0, rows_alike = 0;
       for (int step = 0; step < 64; ++step) {
         if (step == 32 && rows > 1) {
           // Row 2 (or 1) of side B moves to fresh blocks holding the same K/V, as after a preemption and recompute.
@@ -452,7 +708,36 @@ TEST(MkNmcFull, TeacherForcedAgainstTheLayeredExecutor) {
         for (int l = 0; l < cfg->n_layers; ++l) ASSERT_OK(b.layered().last_routing(l, &routes_a[l]));
         ASSERT_OK(b.set_decode_path(DecodePath::kMegakernel));
         ASSERT_OK(b.step(m, &rm));
+        // Each row through the layers until its first flip.
+        std::vector<bool> alike(rows, true);
+        for (int l = 0; l < cfg->n_layers; ++l) {
+          if (!cfg->layers[l].moe) continue;
+          std::vector<int32_t> ids;
+          std::vector<float> logits;
+          ASSERT_OK(mk.last_routing(l, &ids, &logits));
+          const int K = cfg->top_k, E = cfg->n_experts;
+          for (int r = 0; r < rows; ++r) {
+            if (!alike[r]) continue;
+            std::vector<int32_t> x(ids.begin() + r * K, ids.begin() + (r + 1) * K),
+                y(routes_a[l].begin() + r * K, routes_a[l].begin() + (r + 1) * K);
+            std::sort(x.begin(), x.end());
+            std::sort(y.begin(), y.end());
+            ++routes_checked;
+            if (x == y) {
+              ++routes_equal;
+              continue;
+            }
+            alike[r] = false;
+            // The gap between the k-th and (k+1)-th router score of the row.
+            std::vector<float> sc(logits.begin() + r * E, logits.begin() + (r + 1) * E);
+            std::sort(sc.begin(), sc.end(), std::greater<float>());
+            EXPECT_LT(sc[K - 1] - sc[K], 1e-2f * std::fabs(sc[0]))
+                << "experts differ at a wide margin, step " << step << " layer " << l << " row " << r;
+          }
+        }
         for (int r = 0; r < rows; ++r) {
+          if (!alike[r]) continue;
+          ++rows_alike;
           const double e = rel_err(rm.logits[r], ra.logits[r]);
           worst = std::max(worst, e);
           EXPECT_LT(e, 2e-2) << "step " << step << " row " << r;
@@ -462,26 +747,6 @@ TEST(MkNmcFull, TeacherForcedAgainstTheLayeredExecutor) {
             ++top1_checked;
             top1_equal += ta == tm;
             EXPECT_EQ(tm, ta) << "top-1 with a wide margin, step " << step << " row " << r;
-          }
-        }
-        for (int l = 0; l < cfg->n_layers; ++l) {
-          if (!cfg->layers[l].moe) continue;
-          std::vector<int32_t> ids;
-          std::vector<float> logits;
-          ASSERT_OK(mk.last_routing(l, &ids, &logits));
-          const int K = cfg->top_k, E = cfg->n_experts;
-          for (int r = 0; r < rows; ++r) {
-            // The gap between the k-th and (k+1)-th router score of the row.
-            std::vector<float> sc(logits.begin() + r * E, logits.begin() + (r + 1) * E);
-            std::sort(sc.begin(), sc.end(), std::greater<float>());
-            if (sc[K - 1] - sc[K] < 1e-2f * std::fabs(sc[0])) continue;
-            std::vector<int32_t> x(ids.begin() + r * K, ids.begin() + (r + 1) * K), y(routes_a[l].begin() + r * K,
-                                                                                          routes_a[l].begin() + (r + 1) * K);
-            std::sort(x.begin(), x.end());
-            std::sort(y.begin(), y.end());
-            ++routes_checked;
-            routes_equal += x == y;
-            EXPECT_EQ(x, y) << "experts, step " << step << " layer " << l << " row " << r;
           }
         }
         for (int r = 0; r < rows; ++r) {
@@ -501,9 +766,10 @@ TEST(MkNmcFull, TeacherForcedAgainstTheLayeredExecutor) {
           }
         }
       }
-      std::printf("[mk nmc] rows %d context %d: worst logits rel err vs layered %.2e; top-1 %d/%d equal where the "
-                  "margin > 2%%; experts %d/%d equal where the k/k+1 gap > 1%%\n",
-                  rows, context, worst, top1_equal, top1_checked, routes_equal, routes_checked);
+      std::printf("[mk nmc] rows %d context %d: %d of %d row-steps routed alike in every layer, worst logits rel err "
+                  "vs layered there %.2e; top-1 %d/%d equal where the margin > 2%%; layer routings %d/%d alike\n",
+                  rows, context, rows_alike, rows * 64, worst, top1_equal, top1_checked, routes_equal, routes_checked);
+      EXPECT_GE(rows_alike, rows * 64 / 2) << "most row-steps route alike in 4 MoE layers";
     }
 }
 

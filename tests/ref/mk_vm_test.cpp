@@ -15,6 +15,7 @@
 //  - no poisoned (NaN) value reaches the logits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -236,5 +237,79 @@ TEST(MkVm, RejectsBatchesTheScheduleDoesNotServe) {
   EXPECT_FALSE((*vm)->step(*sched, {w, w}, {}, &out).is_ok());  // past the context bucket
 }
 
+
+// Forced routing: forcing the interpreter's own choice changes nothing;
+// forcing another expert routes there (last_routing), keeps the own choice
+// on record (last_own_routing), changes the logits, and lasts one step; a
+// forced list of the wrong size or with an unknown expert is refused.
+TEST(MkVm, ForcedRoutingFollowsTheGivenExpertsForOneStep) {
+  auto model = load_model(model_dir("cohere2_moe"));
+  ASSERT_TRUE(model.is_ok());
+  const ModelConfig& cfg = (*model)->config;
+  MkVmOptions vo;
+  vo.block_size = 16;
+  vo.kv_bytes = 16 << 20;
+  mk::ScheduleOptions so;
+  so.rows = 2;
+  so.context = 64;
+  so.n_sm = 4;
+  const int K = cfg.top_k, E = cfg.n_experts;
+  int moe = -1;
+  for (int l = 0; l < cfg.n_layers && moe < 0; ++l)
+    if (cfg.layers[l].moe) moe = l;
+  ASSERT_GE(moe, 0);
+  auto run = [&](const std::vector<std::vector<int32_t>>* forced, StepResult* out, std::vector<int32_t>* used,
+                 std::vector<int32_t>* own) -> Status {
+    auto vm = MkVm::create(cfg, (*model)->weights, vo);
+    if (!vm.is_ok()) return vm.status();
+    auto sched = mk::build_schedule((*vm)->dims(), (*vm)->layer_info(), so);
+    if (!sched.is_ok()) return sched.status();
+    std::vector<SeqWork> batch(2);
+    for (int r = 0; r < 2; ++r) {
+      batch[r].seq_id = r;
+      batch[r].tokens = {5 + 11 * r};
+      batch[r].start_pos = 3 + r;
+      batch[r].block_tables.assign((*vm)->kv_spec().groups.size(), {r});
+    }
+    if (forced) (*vm)->force_routing(*forced);
+    MS_RETURN_IF_ERROR((*vm)->step(*sched, batch, {}, out));
+    *used = (*vm)->last_routing(moe);
+    *own = (*vm)->last_own_routing(moe);
+    StepResult again;  // the next step routes on its own again
+    MS_RETURN_IF_ERROR((*vm)->step(*sched, batch, {}, &again));
+    if ((*vm)->last_routing(moe) != (*vm)->last_own_routing(moe)) return internal_error("forced routing lasted");
+    return Status::ok();
+  };
+  StepResult base, same, other;
+  std::vector<int32_t> used, own;
+  Status st = run(nullptr, &base, &used, &own);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(used, own);
+  std::vector<std::vector<int32_t>> forced(cfg.n_layers);
+  forced[moe] = own;
+  std::vector<int32_t> used2, own2;
+  st = run(&forced, &same, &used2, &own2);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(same.logits, base.logits);
+  // Row 1's last choice replaced by an expert it did not choose.
+  std::vector<int32_t> alt = own;
+  for (int e = 0; e < E; ++e)
+    if (std::find(own.begin() + K, own.begin() + 2 * K, e) == own.begin() + 2 * K) {
+      alt[2 * K - 1] = e;
+      break;
+    }
+  forced[moe] = alt;
+  st = run(&forced, &other, &used2, &own2);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(used2, alt);
+  EXPECT_EQ(own2, own);
+  EXPECT_EQ(other.logits[0], base.logits[0]) << "row 0 routes as before";
+  EXPECT_NE(other.logits[1], base.logits[1]);
+  forced[moe] = {0};
+  EXPECT_FALSE(run(&forced, &other, &used2, &own2).is_ok());
+  forced[moe] = alt;
+  forced[moe][0] = E;
+  EXPECT_FALSE(run(&forced, &other, &used2, &own2).is_ok());
+}
 }  // namespace
 }  // namespace ms

@@ -22,37 +22,72 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
   float* x = p.x + int64_t(r) * H;
   const bool embed = !final && in.layer == 0 && !second;
   const bool prev_moe = prev >= 0 && p.layer_info[prev].moe;
+  // The loads are issued source by source for all of a thread's columns at
+  // once (and a few sources ahead): the norm is on every layer's critical
+  // path, and one L2 round trip per load in turn made it ~30 us (timeline,
+  // docs/megakernel.md). The sums keep the interpreter's order per column.
+  if (embed) {
+    const int tok = p.meta->tokens[r];
 #pragma unroll
-  for (int j = 0; j < kNormPerThread; ++j) {
-    const int i = c.tid + j * kConsumerThreads;
-    if (i >= H) continue;
-    if (embed) {
-      const int tok = p.meta->tokens[r];
-      v[j] = __bfloat162float(__ushort_as_bfloat16(p.embed[int64_t(tok) * H + i]));
-      continue;
+    for (int j = 0; j < kNormPerThread; ++j) {
+      const int i = c.tid + j * kConsumerThreads;
+      if (i < H) v[j] = __bfloat162float(__ushort_as_bfloat16(p.embed[int64_t(tok) * H + i]));
     }
-    float a = 0.f;  // attention: the O-projection's per-group partials
-    if (second || d.parallel_block)
-      for (int g = 0; g < d.n_kv_heads; ++g) a += __ldcg(p.o_part + (int64_t(g) * R + r) * H + i);
-    float f = 0.f;  // FFN of the previous layer
+  } else {
+    float a[kNormPerThread], f[kNormPerThread], x0[kNormPerThread];
+#pragma unroll
+    for (int j = 0; j < kNormPerThread; ++j) {
+      const int i = c.tid + j * kConsumerThreads;
+      a[j] = 0.f;  // attention: the O-projection's per-group partials
+      f[j] = 0.f;  // FFN of the previous layer
+      x0[j] = i < H ? __ldcg(x + i) : 0.f;
+    }
+    if (second || d.parallel_block) {
+#pragma unroll 4
+      for (int g = 0; g < d.n_kv_heads; ++g)
+#pragma unroll
+        for (int j = 0; j < kNormPerThread; ++j) {
+          const int i = c.tid + j * kConsumerThreads;
+          if (i < H) a[j] += __ldcg(p.o_part + (int64_t(g) * R + r) * H + i);
+        }
+    }
     if (!second) {
       if (prev_moe) {
-        for (int k = 0; k < d.top_k; ++k) f += __ldcg(p.ybuf + (int64_t(r) * d.top_k + k) * H + i);
+#pragma unroll 4
+        for (int k = 0; k < d.top_k; ++k)
+#pragma unroll
+          for (int j = 0; j < kNormPerThread; ++j) {
+            const int i = c.tid + j * kConsumerThreads;
+            if (i < H) f[j] += __ldcg(p.ybuf + (int64_t(r) * d.top_k + k) * H + i);
+          }
         if (d.shared_ffn > 0) {
-          float y = 0.f;
-          for (int s = 0; s < ::ms::mk::down_slices(d.shared_ffn); ++s)
-            y += __ldcg(p.shared_part + (int64_t(s) * R + r) * H + i);
-          f = d.shared_sum ? f + y : (f + y) / 2;
+          float y[kNormPerThread];
+#pragma unroll
+          for (int j = 0; j < kNormPerThread; ++j) y[j] = 0.f;
+          for (int sl = 0; sl < ::ms::mk::down_slices(d.shared_ffn); ++sl)
+#pragma unroll
+            for (int j = 0; j < kNormPerThread; ++j) {
+              const int i = c.tid + j * kConsumerThreads;
+              if (i < H) y[j] += __ldcg(p.shared_part + (int64_t(sl) * R + r) * H + i);
+            }
+#pragma unroll
+          for (int j = 0; j < kNormPerThread; ++j) f[j] = d.shared_sum ? f[j] + y[j] : (f[j] + y[j]) / 2;
         }
       } else {
-        for (int s = 0; s < ::ms::mk::down_slices(d.dense_ffn); ++s)
-          f += __ldcg(p.dense_part + (int64_t(s) * R + r) * H + i);
+        for (int sl = 0; sl < ::ms::mk::down_slices(d.dense_ffn); ++sl)
+#pragma unroll
+          for (int j = 0; j < kNormPerThread; ++j) {
+            const int i = c.tid + j * kConsumerThreads;
+            if (i < H) f[j] += __ldcg(p.dense_part + (int64_t(sl) * R + r) * H + i);
+          }
       }
     }
-    const float x0 = __ldcg(x + i);
-    if (second) v[j] = x0 + a;
-    else if (d.parallel_block) v[j] = x0 + a + f;
-    else v[j] = x0 + f;
+#pragma unroll
+    for (int j = 0; j < kNormPerThread; ++j) {
+      if (second) v[j] = x0[j] + a[j];
+      else if (d.parallel_block) v[j] = x0[j] + a[j] + f[j];
+      else v[j] = x0[j] + f[j];
+    }
   }
 #pragma unroll
   for (int j = 0; j < kNormPerThread; ++j) {
