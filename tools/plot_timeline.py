@@ -6,7 +6,10 @@ instruction: sm, index, op, layer, start_ns, ready_ns, end_ns). Each SM is a
 row; an instruction is a bar from its start to its end, coloured by opcode,
 with the part spent waiting on its dependencies (start -> ready) drawn pale.
 
-Usage: tools/plot_timeline.py timeline.json docs/megakernel-timeline.svg
+Usage: tools/plot_timeline.py timeline.json out.svg [FIRST-LAST]
+FIRST-LAST (layers, e.g. 2-3) draws only those layers' instructions, on a
+time axis from the first one's start (a whole step of a full model is tens
+of thousands of bars; two layers show the structure).
 """
 import json
 import sys
@@ -19,11 +22,20 @@ COLORS = {
 }
 
 
-def main(src, dst):
+def main(src, dst, layers=None):
     with open(src) as f:
         data = json.load(f)
     ins = data["instructions"]
     n_sm = data["n_sm"]
+    title_extra = ""
+    if layers:
+        lo, hi = (int(x) for x in layers.split("-"))
+        ins = [i for i in ins if lo <= i["layer"] <= hi]
+        if not ins:
+            sys.exit(f"no instructions in layers {layers}")
+        t0 = min(i["start_ns"] for i in ins)
+        ins = [dict(i, start_ns=i["start_ns"] - t0, ready_ns=i["ready_ns"] - t0, end_ns=i["end_ns"] - t0) for i in ins]
+        title_extra = f", layers {lo}-{hi}"
     t_end = max(i["end_ns"] for i in ins) or 1
     width, row_h, left, top = 1400, 6, 60, 40
     height = top + n_sm * row_h + 60
@@ -31,7 +43,7 @@ def main(src, dst):
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
            f'font-size="11">',
            f'<text x="{left}" y="16">megakernel step: batch {data["batch"]}, context {data["context"]}, '
-           f'{n_sm} SMs, {t_end / 1000:.1f} us (pale: waiting on dependencies)</text>']
+           f'{n_sm} SMs{title_extra}, {t_end / 1000:.1f} us (pale: waiting on dependencies)</text>']
     for i in ins:
         y = top + i["sm"] * row_h
         x0 = left + i["start_ns"] * scale
@@ -63,6 +75,6 @@ def main(src, dst):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
