@@ -17,6 +17,7 @@ Value* Object::find(const std::string& key) {
   for (auto& kv : items_) if (kv.first == key) return &kv.second;
   return nullptr;
 }
+size_t Object::size() const { return items_.size(); }
 void Object::set(const std::string& key, Value v) {
   if (Value* p = find(key)) { *p = std::move(v); return; }
   items_.emplace_back(key, std::move(v));

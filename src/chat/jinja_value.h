@@ -43,7 +43,7 @@ class Object {
   Value* find(const std::string& key);
   void set(const std::string& key, Value v);
   bool erase(const std::string& key);
-  size_t size() const { return items_.size(); }
+  size_t size() const;
   std::vector<std::pair<std::string, Value>>& items() { return items_; }
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
   // Dict literals may use non-string keys ({4096: 512}); entries are stored

@@ -3,6 +3,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/json_parse.h"
 
 namespace ms {
 
@@ -13,9 +16,13 @@ Result<std::unique_ptr<LoadedModel>> load_model(const std::string& dir,
   // generation_config.json may override eos (HF generation uses it).
   std::string gen = dir + "/generation_config.json";
   if (std::filesystem::exists(gen)) {
-    std::ifstream in(gen);
-    auto j = nlohmann::json::parse(in, nullptr, false);
-    if (!j.is_discarded() && j.is_object() && j.contains("eos_token_id")) {
+    std::ifstream in(gen, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto parsed = parse_json(text.str());
+    if (!parsed.is_ok()) return invalid_argument(gen + ": not valid JSON (" + parsed.status().message() + ")");
+    const nlohmann::json& j = *parsed;
+    if (j.is_object() && j.contains("eos_token_id")) {
       const auto& e = j["eos_token_id"];
       std::vector<int> ids;
       if (e.is_number_integer()) ids.push_back(e.get<int>());

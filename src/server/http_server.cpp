@@ -9,6 +9,7 @@
 #include <cstring>
 #include <set>
 
+#include "core/json_parse.h"
 #include "core/log.h"
 #include "server/peer_socket.h"
 
@@ -39,11 +40,17 @@ bool parse_body(const httplib::Request& req, httplib::Response& res, size_t max_
     send_error(res, e);
     return false;
   }
-  *out = Json::parse(req.body, nullptr, false);
-  if (out->is_discarded()) {
-    send_error(res, bad_request("Malformed JSON in the request body", "", "invalid_json"));
+  // Bounded parse: nesting past kMaxJsonDepth is a 400 here, so no later walk
+  // over the body (copies, dumps, the chat template) can recurse deeper.
+  auto parsed = parse_ordered_json(req.body);
+  if (!parsed.is_ok()) {
+    const bool deep = is_json_too_deep(parsed.status());
+    send_error(res, bad_request((deep ? "Request body rejected: " : "Malformed JSON in the request body: ") +
+                                    parsed.status().message(),
+                                "", deep ? "json_too_deep" : "invalid_json"));
     return false;
   }
+  *out = std::move(parsed.value());
   return true;
 }
 

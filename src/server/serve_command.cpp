@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/flags.h"
+#include "core/json_parse.h"
 #include "core/log.h"
 #include "model/model_loader.h"
 #include "ref/ref_backend.h"
@@ -223,8 +224,8 @@ int run_serve(const std::vector<std::string>& args) {
   if (cfg.tool_call_parser == "auto") {
     nlohmann::json tcfg = nlohmann::json::object();
     if (auto text = read_text(cfg.model_dir + "/tokenizer_config.json"); text.is_ok()) {
-      tcfg = nlohmann::json::parse(text.value(), nullptr, false);
-      if (tcfg.is_discarded()) tcfg = nlohmann::json::object();
+      auto parsed = parse_json(text.value());
+      if (parsed.is_ok()) tcfg = std::move(parsed.value());
     }
     tool_format = detect_tool_call_format(template_text, tcfg);
   } else {

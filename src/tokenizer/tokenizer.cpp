@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/json_parse.h"
 #include "tokenizer/unicode.h"
 
 namespace ms {
@@ -84,10 +85,10 @@ static Result<std::string> read_file(const std::string& path) {
   return ss.str();
 }
 
-static Result<json> parse_json(std::string_view text, const std::string& name) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return data_loss(name + ": not valid JSON");
-  return j;
+static Result<json> parse_json_file(std::string_view text, const std::string& name) {
+  auto j = parse_json(text);
+  if (!j.is_ok()) return data_loss(name + ": not valid JSON (" + j.status().message() + ")");
+  return std::move(j.value());
 }
 
 // "<s>" or {"content": "<s>", ...} or null -> the token text.
@@ -208,7 +209,7 @@ Status Tokenizer::load_side_files(const std::string& dir) {
     const std::string p = (fs::path(dir) / name).string();
     if (!fs::exists(p)) return json();
     MS_ASSIGN_OR_RETURN(std::string text, read_file(p));
-    return parse_json(text, p);
+    return parse_json_file(text, p);
   };
   MS_ASSIGN_OR_RETURN(json config, load_opt("tokenizer_config.json"));
   MS_ASSIGN_OR_RETURN(json special_map, load_opt("special_tokens_map.json"));
@@ -305,7 +306,7 @@ Status Tokenizer::finalize() {
 }
 
 Result<Tokenizer> Tokenizer::from_json_text(std::string_view json_text, const std::string& name) {
-  MS_ASSIGN_OR_RETURN(json j, parse_json(json_text, name));
+  MS_ASSIGN_OR_RETURN(json j, parse_json_file(json_text, name));
   Tokenizer t;
   try {
     MS_RETURN_IF_ERROR(t.init_from_json(j).with_context(name));
@@ -323,7 +324,7 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
   const bool is_dir = fs::is_directory(path, ec);
   const std::string file = is_dir ? (fs::path(path) / "tokenizer.json").string() : path;
   MS_ASSIGN_OR_RETURN(std::string text, read_file(file));
-  MS_ASSIGN_OR_RETURN(json j, parse_json(text, file));
+  MS_ASSIGN_OR_RETURN(json j, parse_json_file(text, file));
   text.clear();
   Tokenizer t;
   try {
