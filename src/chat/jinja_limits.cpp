@@ -1,0 +1,75 @@
+// jinja_limits.cpp: the per-render budget (see jinja_limits.h).
+#include "chat/jinja_limits.h"
+
+#include "chat/jinja_value.h"
+
+namespace ms::jinja {
+namespace {
+
+thread_local RenderBudget* t_current = nullptr;
+
+std::string mib(size_t bytes) {
+  if (bytes % (size_t(1) << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+}  // namespace
+
+RenderBudget::RenderBudget(const RenderLimits& limits)
+    : limits_(limits),
+      deadline_(std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(limits.max_seconds))) {}
+
+void RenderBudget::step(int64_t n) {
+  const int64_t before = steps_;
+  steps_ += n;
+  if (steps_ > limits_.max_steps) {
+    throw JinjaError("template render limit: more than " + std::to_string(limits_.max_steps) +
+                     " steps (an endless or very long loop?)");
+  }
+  if ((before >> 8) != (steps_ >> 8) && std::chrono::steady_clock::now() > deadline_) {
+    throw JinjaError("template render limit: rendering took longer than " + format_double(limits_.max_seconds) +
+                     " s");
+  }
+}
+
+void RenderBudget::acquire(size_t bytes) {
+  if (bytes > limits_.max_live_bytes || live_bytes_ > limits_.max_live_bytes - bytes) {
+    throw JinjaError("template render limit: more than " + mib(limits_.max_live_bytes) +
+                     " of strings and lists alive at once");
+  }
+  live_bytes_ += bytes;
+  if (live_bytes_ > peak_live_bytes_) peak_live_bytes_ = live_bytes_;
+}
+
+void RenderBudget::check_string(size_t bytes) const {
+  if (bytes > limits_.max_output_bytes) {
+    throw JinjaError("template render limit: a string of " + std::to_string(bytes) + " bytes is over the limit of " +
+                     mib(limits_.max_output_bytes));
+  }
+}
+
+void RenderBudget::check_items(size_t items) const {
+  if (items > limits_.max_items) {
+    throw JinjaError("template render limit: a list, dict or range of " + std::to_string(items) +
+                     " items is over the limit of " + std::to_string(limits_.max_items));
+  }
+}
+
+RenderBudget* RenderBudget::current() { return t_current; }
+
+ScopedBudget::ScopedBudget(RenderBudget* budget) : previous_(t_current) { t_current = budget; }
+ScopedBudget::~ScopedBudget() { t_current = previous_; }
+
+void budget_step(int64_t n) {
+  if (t_current) t_current->step(n);
+}
+void budget_check_string(size_t bytes) {
+  if (t_current) t_current->check_string(bytes);
+}
+void budget_check_items(size_t items) {
+  if (t_current) t_current->check_items(items);
+}
+
+}  // namespace ms::jinja
