@@ -34,6 +34,7 @@ struct ServerContext {
   Metrics* metrics = nullptr;
   ProtocolLimits limits;
   int poll_ms = 50;                     // channel wait granularity
+  bool special_tokens_in_content = false;  // chat_prompt.h: client text may carry control tokens
   std::atomic<bool> shutting_down{false};
 };
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <set>
 
+#include "chat/chat_prompt.h"
 #include "core/json_parse.h"
 #include "core/log.h"
 #include "server/peer_socket.h"
@@ -84,12 +85,10 @@ std::string endpoint_label(const std::string& path) {
 
 }  // namespace
 
-bool check_bearer(const std::string& header, const std::string& key) {
-  const std::string want = "Bearer " + key;
-  if (header.size() != want.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(header[i] ^ want[i]);
-  return diff == 0;
+bool check_bearer(const std::string& header, const Secret& key) {
+  static constexpr std::string_view kPrefix = "Bearer ";
+  if (header.compare(0, kPrefix.size(), kPrefix) != 0) return false;  // the client's own bytes only
+  return key.matches(std::string_view(header).substr(kPrefix.size()));
 }
 
 HttpServer::HttpServer(ServerContext& ctx, HttpOptions options)
@@ -127,9 +126,16 @@ void HttpServer::install_routes() {
     listen_fd_ = fd;
   });
 
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+  // The key, zero-padded once here: comparing it never depends on its length.
+  auto key = std::make_shared<Secret>();
+  if (!options_.api_key.empty()) {
+    auto k = Secret::create(options_.api_key);
+    if (k.is_ok()) *key = std::move(k.value());
+    else MS_LOG(Error) << "--api-key: " << k.status().message() << "; every request will be refused";
+  }
+  s.set_pre_routing_handler([this, key](const httplib::Request& req, httplib::Response& res) {
     if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    if (check_bearer(req.get_header_value("Authorization"), options_.api_key)) {
+    if (check_bearer(req.get_header_value("Authorization"), *key)) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     ApiError e;
@@ -315,9 +321,13 @@ void HttpServer::install_routes() {
         context["add_generation_prompt"] = gr.add_generation_prompt;
         context["bos_token"] = ctx_.tokenizer->bos_token();
         context["eos_token"] = ctx_.tokenizer->eos_token();
-        auto text = ctx_.chat_template->render(context);
-        if (!text.is_ok()) return send_error(res, bad_request("chat template error: " + text.status().message(), "messages"));
-        ids = ctx_.tokenizer->encode(text.value(), false);
+        ChatPromptOptions po;
+        po.special_tokens_in_content = ctx_.special_tokens_in_content;
+        auto prompt = render_chat_prompt(*ctx_.chat_template, *ctx_.tokenizer, std::move(context), po);
+        if (!prompt.is_ok()) {
+          return send_error(res, bad_request("chat template error: " + prompt.status().message(), "messages"));
+        }
+        ids = std::move(prompt->ids);
       } else {
         return send_error(res, bad_request("'prompt' or 'messages' is required", "prompt", "missing_required_parameter"));
       }

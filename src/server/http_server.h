@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "core/secret_compare.h"
 #include "core/status.h"
 #include "server/generation.h"
 
@@ -54,7 +55,8 @@ class HttpServer {
   bool ran_ = false;
 };
 
-// Constant-time comparison of the Authorization header against "Bearer <key>".
-bool check_bearer(const std::string& header, const std::string& key);
+// Whether the Authorization header is "Bearer <key>", in time that says
+// nothing about the key (core/secret_compare.h).
+bool check_bearer(const std::string& header, const Secret& key);
 
 }  // namespace ms::server

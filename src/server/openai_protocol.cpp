@@ -447,9 +447,11 @@ ApiError parse_completion_request(const Json& body, const ProtocolLimits& limits
 }
 
 ApiError check_context_length(int prompt_tokens, int max_tokens, int max_model_len, bool max_tokens_given) {
-  if (prompt_tokens >= max_model_len || prompt_tokens + max_tokens > max_model_len) {
+  // 64-bit: max_tokens may be INT32_MAX, and prompt + INT32_MAX overflowed int.
+  const int64_t total = int64_t(prompt_tokens) + int64_t(max_tokens);
+  if (prompt_tokens >= max_model_len || total > max_model_len) {
     std::string msg = "This model's maximum context length is " + std::to_string(max_model_len) +
-                      " tokens. However, you requested " + std::to_string(prompt_tokens + max_tokens) +
+                      " tokens. However, you requested " + std::to_string(total) +
                       " tokens (" + std::to_string(prompt_tokens) + " in the messages, " +
                       std::to_string(max_tokens) + " in the completion). Please reduce the length of the "
                       "messages or completion.";
