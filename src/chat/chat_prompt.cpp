@@ -28,4 +28,12 @@ Result<ChatPrompt> render_chat_prompt(const ChatTemplate& chat_template, const T
   return p;
 }
 
+Result<ChatPrompt> render_sample_chat(const ChatTemplate& chat_template, const Tokenizer& tokenizer) {
+  nlohmann::ordered_json ctx = {{"messages", {{{"role", "user"}, {"content", "Hello"}}}},
+                                {"add_generation_prompt", true},
+                                {"bos_token", tokenizer.bos_token()},
+                                {"eos_token", tokenizer.eos_token()}};
+  return render_chat_prompt(chat_template, tokenizer, std::move(ctx));
+}
+
 }  // namespace ms

@@ -36,4 +36,11 @@ struct ChatPromptOptions {
 Result<ChatPrompt> render_chat_prompt(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
                                       nlohmann::ordered_json context, const ChatPromptOptions& options = {});
 
+// Renders a one-message chat ("Hello", with the generation prompt), as
+// `serve` and `inspect` do before trusting a template: ResourceExhausted
+// means a render limit was hit (the template is broken: endless recursion,
+// loops, sizes); InvalidArgument may only mean the template wants variables
+// a real request brings.
+Result<ChatPrompt> render_sample_chat(const ChatTemplate& chat_template, const Tokenizer& tokenizer);
+
 }  // namespace ms

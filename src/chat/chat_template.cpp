@@ -47,6 +47,9 @@ Result<std::string> ChatTemplate::render_impl(const Json& context) const {
     return template_->render(ctx, ro, budget);
   } catch (const jinja::TemplateRaised& e) {
     return invalid_argument(e.what());
+  } catch (const jinja::LimitError& e) {
+    Status s = to_status(e, options_.name, "render error");
+    return resource_exhausted(s.message());
   } catch (const jinja::JinjaError& e) {
     return to_status(e, options_.name, "render error");
   } catch (const std::bad_alloc&) {

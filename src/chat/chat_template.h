@@ -40,10 +40,10 @@ class ChatTemplate {
   // Parse errors come back as InvalidArgument naming the template, the
   // construct and the line.
   static Result<ChatTemplate> create(const std::string& source, ChatTemplateOptions options = {});
-  // Render errors come back as InvalidArgument: the template's own
-  // raise_exception('msg') with its message verbatim; anything else (a type
-  // error, a render limit: recursion, time, steps, sizes) naming the template
-  // and line.
+  // Render errors come back naming the template and line: InvalidArgument
+  // for a mistake (a type error; the template's own raise_exception('msg'),
+  // whose message is kept verbatim and alone), ResourceExhausted for a render
+  // limit (recursion, time, steps, sizes: jinja_limits.h).
   // Prefer the ordered_json overload: nlohmann::json sorts object keys, so
   // `{{ tools | tojson }}` would not keep the request's key order as Python does.
   Result<std::string> render(const nlohmann::json& context) const;

@@ -91,7 +91,7 @@ class Interpreter {
    public:
     explicit Depth(Interpreter& in) : in_(in) {
       if (in_.depth_ >= in_.budget_.limits().max_eval_depth) {
-        throw JinjaError("template render limit: statements and expressions nested deeper than " +
+        throw LimitError("template render limit: statements and expressions nested deeper than " +
                          std::to_string(in_.budget_.limits().max_eval_depth) + " levels");
       }
       ++in_.depth_;
@@ -107,7 +107,7 @@ class Interpreter {
 
   void emit(std::string& out, const std::string& text) {
     if (text.size() > budget_.limits().max_output_bytes - std::min(out.size(), budget_.limits().max_output_bytes)) {
-      throw JinjaError("template render limit: output over " +
+      throw LimitError("template render limit: output over " +
                        std::to_string(budget_.limits().max_output_bytes >> 20) + " MiB");
     }
     out += text;
@@ -276,7 +276,7 @@ class Interpreter {
     return Value::function(macro_name, [this, def, closure, macro_name](CallArgs& args) -> Value {
       const int max_calls = budget_.limits().max_call_depth;
       if (call_depth_ >= max_calls) {
-        throw JinjaError("template render limit: macro '" + macro_name + "' called with " + std::to_string(max_calls) +
+        throw LimitError("template render limit: macro '" + macro_name + "' called with " + std::to_string(max_calls) +
                          " calls already open (endless recursion?)");
       }
       struct CallDepth {

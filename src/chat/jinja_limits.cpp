@@ -25,18 +25,18 @@ void RenderBudget::step(int64_t n) {
   const int64_t before = steps_;
   steps_ += n;
   if (steps_ > limits_.max_steps) {
-    throw JinjaError("template render limit: more than " + std::to_string(limits_.max_steps) +
+    throw LimitError("template render limit: more than " + std::to_string(limits_.max_steps) +
                      " steps (an endless or very long loop?)");
   }
   if ((before >> 8) != (steps_ >> 8) && std::chrono::steady_clock::now() > deadline_) {
-    throw JinjaError("template render limit: rendering took longer than " + format_double(limits_.max_seconds) +
+    throw LimitError("template render limit: rendering took longer than " + format_double(limits_.max_seconds) +
                      " s");
   }
 }
 
 void RenderBudget::acquire(size_t bytes) {
   if (bytes > limits_.max_live_bytes || live_bytes_ > limits_.max_live_bytes - bytes) {
-    throw JinjaError("template render limit: more than " + mib(limits_.max_live_bytes) +
+    throw LimitError("template render limit: more than " + mib(limits_.max_live_bytes) +
                      " of strings and lists alive at once");
   }
   live_bytes_ += bytes;
@@ -45,14 +45,14 @@ void RenderBudget::acquire(size_t bytes) {
 
 void RenderBudget::check_string(size_t bytes) const {
   if (bytes > limits_.max_output_bytes) {
-    throw JinjaError("template render limit: a string of " + std::to_string(bytes) + " bytes is over the limit of " +
+    throw LimitError("template render limit: a string of " + std::to_string(bytes) + " bytes is over the limit of " +
                      mib(limits_.max_output_bytes));
   }
 }
 
 void RenderBudget::check_items(size_t items) const {
   if (items > limits_.max_items) {
-    throw JinjaError("template render limit: a list, dict or range of " + std::to_string(items) +
+    throw LimitError("template render limit: a list, dict or range of " + std::to_string(items) +
                      " items is over the limit of " + std::to_string(limits_.max_items));
   }
 }

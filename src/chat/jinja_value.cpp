@@ -70,7 +70,7 @@ int max_value_depth() {
 
 void check_value_depth(int depth) {
   if (depth > max_value_depth()) {
-    throw JinjaError("template render limit: a value nested deeper than " + std::to_string(max_value_depth()) +
+    throw LimitError("template render limit: a value nested deeper than " + std::to_string(max_value_depth()) +
                      " levels (a list or dict that contains itself?)");
   }
 }

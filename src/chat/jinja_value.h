@@ -28,6 +28,13 @@ class JinjaError : public std::runtime_error {
   int line_;
 };
 
+// A render limit was hit (jinja_limits.h): the template (or its input) asked
+// for more than a render may cost, as opposed to a mistake in the template.
+class LimitError : public JinjaError {
+ public:
+  using JinjaError::JinjaError;
+};
+
 // How containers, booleans and None print: Python's str() (what transformers
 // renders) or @huggingface/jinja's JavaScript rendering (JSON-like), kept for
 // byte-exact comparison against that reference.

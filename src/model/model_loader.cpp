@@ -1,11 +1,13 @@
 #include "model/model_loader.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/json_parse.h"
+#include "model/weight_check.h"
 
 namespace ms {
 
@@ -36,6 +38,14 @@ Result<std::unique_ptr<LoadedModel>> load_model(const std::string& dir,
   }
   MS_ASSIGN_OR_RETURN(m->checkpoint, Checkpoint::open(dir, progress));
   MS_ASSIGN_OR_RETURN(m->weights, bind_weights(m->config, *m->checkpoint));
+  FiniteCheckStats st;
+  MS_RETURN_IF_ERROR(check_finite(*m->checkpoint, 0, &st));
+  if (progress) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "weights are finite: %.2f GB checked in %.2f s (%.1f GB/s, %d threads)",
+                  st.bytes / 1e9, st.seconds, st.seconds > 0 ? st.bytes / 1e9 / st.seconds : 0.0, st.threads);
+    progress(line);
+  }
   return m;
 }
 

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "chat/chat_prompt.h"
 #include "core/flags.h"
 #include "core/json_parse.h"
 #include "core/log.h"
@@ -255,6 +256,12 @@ int run_serve(const std::vector<std::string>& args) {
   if (!template_text.empty()) {
     auto t = ChatTemplate::create(template_text, template_options);
     if (!t.is_ok()) return fail(t.status().with_context("parsing the chat template"));
+    // A template that runs into the render limits on "Hello" would fail
+    // every request: refuse it now (inspect reports the same).
+    if (auto sample = render_sample_chat(*t, *tok); !sample.is_ok()) {
+      if (sample.status().code() == StatusCode::kResourceExhausted) return fail(sample.status());
+      MS_LOG(Warn) << "a one-message chat does not render: " << sample.status().message();
+    }
     chat_template = std::move(t.value());
   } else {
     MS_LOG(Warn) << "the tokenizer has no chat template: /v1/chat/completions will answer 400";
