@@ -43,6 +43,10 @@ Result<std::string> ChatTemplate::render_impl(const Json& context) const {
     // so each one gives its bytes back before the budget goes.
     jinja::RenderBudget budget(options_.render_limits);
     jinja::ScopedBudget active(&budget);
+    struct CycleBreaker {  // runs after ctx and every value of the render are released
+      jinja::RenderBudget& b;
+      ~CycleBreaker() { b.break_cycles(); }
+    } breaker{budget};
     const jinja::Value ctx = jinja::Value::from_json(context);
     return template_->render(ctx, ro, budget);
   } catch (const jinja::TemplateRaised& e) {

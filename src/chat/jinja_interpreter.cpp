@@ -61,16 +61,25 @@ class Interpreter {
   Interpreter(const RenderOptions& options, RenderBudget& budget) : options_(options), budget_(budget) {
     env_.repr = options.repr;
   }
+  // A macro closes over the frames it was defined in, and is stored in one of
+  // them: a reference cycle. Emptying every frame still alive frees it.
+  ~Interpreter() {
+    stack_.clear();
+    for (auto& w : frames_)
+      if (auto f = w.lock()) f->clear();
+  }
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   std::string run(const Body& body, const Value& context) {
-    auto globals = std::make_shared<Frame>();
+    auto globals = new_frame();
     Object g;
     install_globals(g, options_);
     for (auto& kv : g.items()) (*globals)[kv.first] = kv.second;
     if (context.is_object()) {
       for (auto& kv : context.object().items()) (*globals)[kv.first] = kv.second;
     }
-    stack_ = {globals, std::make_shared<Frame>()};
+    stack_ = {globals, new_frame()};
     std::string out;
     exec_body(body, out);
     return out;
@@ -84,6 +93,18 @@ class Interpreter {
       if (f != Flow::kNormal) return f;
     }
     return Flow::kNormal;
+  }
+
+  // Every frame goes through here, so ~Interpreter can break cycles; expired
+  // entries are dropped whenever the list doubles.
+  FramePtr new_frame() {
+    auto f = std::make_shared<Frame>();
+    frames_.push_back(f);
+    if (frames_.size() >= compact_at_) {
+      std::erase_if(frames_, [](const std::weak_ptr<Frame>& w) { return w.expired(); });
+      compact_at_ = std::max<size_t>(256, 2 * frames_.size());
+    }
+    return f;
   }
 
   // Depth of exec/eval calls in progress; each one also costs a step.
@@ -160,7 +181,7 @@ class Interpreter {
   }
 
   void exec_scoped(const Body& body, std::string& out) {
-    stack_.push_back(std::make_shared<Frame>());
+    stack_.push_back(new_frame());
     try {
       exec_body(body, out);
     } catch (...) {
@@ -171,7 +192,7 @@ class Interpreter {
   }
 
   Value eval_with_body(const Expr& chain, Value body) {
-    stack_.push_back(std::make_shared<Frame>());
+    stack_.push_back(new_frame());
     (*stack_.back())["__body__"] = std::move(body);
     Value v;
     try {
@@ -220,7 +241,7 @@ class Interpreter {
     Value iterable = eval(*s.expr);
     if (iterable.is_none()) throw JinjaError("'NoneType' object is not iterable");
     Array all = iterate(iterable);
-    auto frame = std::make_shared<Frame>();
+    auto frame = new_frame();
     stack_.push_back(frame);
     struct Pop {
       std::vector<FramePtr>& st;
@@ -283,7 +304,7 @@ class Interpreter {
         int& d;
         ~CallDepth() { --d; }
       } call_depth{++call_depth_};
-      auto frame = std::make_shared<Frame>();
+      auto frame = new_frame();
       size_t np = def->params.size();
       if (args.positional.size() > np) {
         throw JinjaError("macro '" + macro_name + "' takes " + std::to_string(np) + " arguments, got " +
@@ -587,6 +608,8 @@ class Interpreter {
   std::vector<FramePtr> stack_;
   int depth_ = 0;       // exec/eval calls open (Depth)
   int call_depth_ = 0;  // macro calls open
+  std::vector<std::weak_ptr<Frame>> frames_;  // every frame made (new_frame)
+  size_t compact_at_ = 256;
 };
 
 Body parse_source(const std::string& source, const ParseLimits& limits) {

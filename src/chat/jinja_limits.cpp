@@ -57,6 +57,42 @@ void RenderBudget::check_items(size_t items) const {
   }
 }
 
+template <typename T>
+static void drop_expired(std::vector<std::weak_ptr<T>>& v) {
+  size_t k = 0;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!v[i].expired()) v[k++] = std::move(v[i]);
+  v.resize(k);
+}
+
+void RenderBudget::track(const std::shared_ptr<Array>& a) {
+  arrays_.push_back(a);
+  if (arrays_.size() + objects_.size() >= compact_at_) {
+    drop_expired(arrays_);
+    drop_expired(objects_);
+    compact_at_ = std::max<size_t>(1024, 2 * (arrays_.size() + objects_.size()));
+  }
+}
+
+void RenderBudget::track(const std::shared_ptr<Object>& o) {
+  objects_.push_back(o);
+  if (arrays_.size() + objects_.size() >= compact_at_) {
+    drop_expired(arrays_);
+    drop_expired(objects_);
+    compact_at_ = std::max<size_t>(1024, 2 * (arrays_.size() + objects_.size()));
+  }
+}
+
+void RenderBudget::break_cycles() {
+  // Clearing one container may free others (their entries just expire).
+  for (auto& w : arrays_)
+    if (auto a = w.lock()) a->clear();
+  for (auto& w : objects_)
+    if (auto o = w.lock()) o->clear();
+  arrays_.clear();
+  objects_.clear();
+}
+
 RenderBudget* RenderBudget::current() { return t_current; }
 
 ScopedBudget::ScopedBudget(RenderBudget* budget) : previous_(t_current) { t_current = budget; }

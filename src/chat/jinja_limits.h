@@ -11,9 +11,16 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ms::jinja {
+
+class Value;
+class Object;
+using Array = std::vector<Value>;
 
 struct ParseLimits {
   // Open constructs at once while parsing: ( [ { `not` unary signs, nested
@@ -56,6 +63,16 @@ class RenderBudget {
   void check_string(size_t bytes) const;
   void check_items(size_t items) const;
 
+  // Lists and dicts made during the render. Values are reference counted, so
+  // a list that contains itself, or a macro stored in the frame it closes
+  // over, would never be freed: once the render is over, break_cycles()
+  // empties every container still alive (nothing outside the render holds
+  // them: its result is a string). Expired entries are dropped as the list
+  // doubles, so it stays proportional to the containers alive.
+  void track(const std::shared_ptr<Array>& a);
+  void track(const std::shared_ptr<Object>& o);
+  void break_cycles();
+
   int64_t steps() const { return steps_; }
   size_t live_bytes() const { return live_bytes_; }
   size_t peak_live_bytes() const { return peak_live_bytes_; }
@@ -69,6 +86,9 @@ class RenderBudget {
   std::chrono::steady_clock::time_point deadline_;
   int64_t steps_ = 0;
   size_t live_bytes_ = 0, peak_live_bytes_ = 0;
+  std::vector<std::weak_ptr<Array>> arrays_;
+  std::vector<std::weak_ptr<Object>> objects_;
+  size_t compact_at_ = 1024;
 };
 
 // Makes `budget` current on this thread for its lifetime (renders nest never;

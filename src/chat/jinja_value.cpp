@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <type_traits>
 
 #include "chat/jinja_limits.h"
 
@@ -48,7 +49,11 @@ std::shared_ptr<T> make_charged(T&& v) {
     if (b) b->release(bytes);
     throw;
   }
-  return std::shared_ptr<T>(p, Charged<T>{b, bytes});  // on failure the deleter runs
+  std::shared_ptr<T> sp(p, Charged<T>{b, bytes});  // on failure the deleter runs
+  if constexpr (!std::is_same_v<T, std::string>) {
+    if (b) b->track(sp);
+  }
+  return sp;
 }
 
 template <typename T>
@@ -111,6 +116,10 @@ Value* Object::find(const std::string& key) {
   return nullptr;
 }
 size_t Object::size() const { return items_.size(); }
+void Object::clear() {
+  items_.clear();
+  typed_keys_.clear();
+}
 void Object::set(const std::string& key, Value v) {
   if (Value* p = find(key)) { *p = std::move(v); return; }
   items_.emplace_back(key, std::move(v));

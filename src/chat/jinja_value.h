@@ -50,6 +50,7 @@ class Object {
   Value* find(const std::string& key);
   void set(const std::string& key, Value v);
   bool erase(const std::string& key);
+  void clear();
   size_t size() const;
   std::vector<std::pair<std::string, Value>>& items() { return items_; }
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
