@@ -13,6 +13,9 @@ namespace ms::jinja {
 namespace {
 
 const Value* arg(const CallArgs& a, size_t i, const std::string& name) { return a.get(i, name); }
+// For arguments that can only be given by keyword (any number of positional
+// arguments may come first: map('f', a1, ..., a200)).
+constexpr size_t kKeywordOnly = SIZE_MAX;
 
 std::string str_arg(const CallArgs& a, size_t i, const std::string& name, const std::string& def) {
   const Value* v = arg(a, i, name);
@@ -159,10 +162,10 @@ Value filter_tojson(const Value& input, CallArgs& args) {
     if (want > 1024) throw JinjaError("tojson indent " + std::to_string(want) + " is over the limit of 1024");
     indent = static_cast<int>(std::max<int64_t>(want, 0));
   }
-  bool sort_keys = bool_arg(args, 99, "sort_keys", false);
-  bool ensure_ascii = bool_arg(args, 99, "ensure_ascii", false);  // HF overrides tojson with ensure_ascii=False
+  bool sort_keys = bool_arg(args, kKeywordOnly, "sort_keys", false);
+  bool ensure_ascii = bool_arg(args, kKeywordOnly, "ensure_ascii", false);  // HF overrides tojson with ensure_ascii=False
   std::string item_sep, key_sep;
-  if (const Value* v = arg(args, 99, "separators"); v && v->is_array() && v->array().size() == 2) {
+  if (const Value* v = arg(args, kKeywordOnly, "separators"); v && v->is_array() && v->array().size() == 2) {
     item_sep = v->array()[0].to_str();
     key_sep = v->array()[1].to_str();
   }
@@ -424,9 +427,9 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
   if (name == "map") {
     Array out;
     if (!input.truthy()) return Value(std::move(out));  // jinja2 maps a falsy input to nothing
-    const Value* attr = arg(args, 99, "attribute");
+    const Value* attr = arg(args, kKeywordOnly, "attribute");
     if (attr) {
-      const Value* def = arg(args, 99, "default");
+      const Value* def = arg(args, kKeywordOnly, "default");
       for (const auto& it : iterate(input)) {
         Value v = get_attribute_path(it, attr->to_str());
         out.push_back(v.is_undefined() && def ? *def : v);
@@ -434,12 +437,14 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
       return Value(std::move(out));
     }
     if (args.positional.empty()) throw JinjaError("map needs a filter name or attribute=");
+    // map('map', 'map', ...) nests once per argument: bounded like any evaluation.
+    EvalDepth depth(RenderBudget::current());
     std::string filter = args.positional[0].to_str();
     CallArgs rest;
     rest.positional.assign(args.positional.begin() + 1, args.positional.end());
     rest.keyword = args.keyword;
     for (const auto& it : iterate(input)) {
-      budget_step();
+      budget_step(1 + static_cast<int64_t>(rest.positional.size()));  // the copy of the arguments
       CallArgs a = rest;
       out.push_back(apply_filter(env, filter, it, a));
     }

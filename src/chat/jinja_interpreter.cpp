@@ -107,23 +107,13 @@ class Interpreter {
     return f;
   }
 
-  // Depth of exec/eval calls in progress; each one also costs a step.
+  // Every exec/eval is one level of evaluation depth and one step.
   class Depth {
    public:
-    explicit Depth(Interpreter& in) : in_(in) {
-      if (in_.depth_ >= in_.budget_.limits().max_eval_depth) {
-        throw LimitError("template render limit: statements and expressions nested deeper than " +
-                         std::to_string(in_.budget_.limits().max_eval_depth) + " levels");
-      }
-      ++in_.depth_;
-      in_.budget_.step();
-    }
-    ~Depth() { --in_.depth_; }
-    Depth(const Depth&) = delete;
-    Depth& operator=(const Depth&) = delete;
+    explicit Depth(Interpreter& in) : depth_(&in.budget_) { in.budget_.step(); }
 
    private:
-    Interpreter& in_;
+    EvalDepth depth_;
   };
 
   void emit(std::string& out, const std::string& text) {
@@ -606,7 +596,6 @@ class Interpreter {
   RenderBudget& budget_;
   BuiltinEnv env_;
   std::vector<FramePtr> stack_;
-  int depth_ = 0;       // exec/eval calls open (Depth)
   int call_depth_ = 0;  // macro calls open
   std::vector<std::weak_ptr<Frame>> frames_;  // every frame made (new_frame)
   size_t compact_at_ = 256;

@@ -34,6 +34,14 @@ void RenderBudget::step(int64_t n) {
   }
 }
 
+void RenderBudget::enter() {
+  if (depth_ >= limits_.max_eval_depth) {
+    throw LimitError("template render limit: statements and expressions nested deeper than " +
+                     std::to_string(limits_.max_eval_depth) + " levels");
+  }
+  ++depth_;
+}
+
 void RenderBudget::acquire(size_t bytes) {
   if (bytes > limits_.max_live_bytes || live_bytes_ > limits_.max_live_bytes - bytes) {
     throw LimitError("template render limit: more than " + mib(limits_.max_live_bytes) +

@@ -59,6 +59,10 @@ class RenderBudget {
   // Bytes allocated / freed by values of this render.
   void acquire(size_t bytes);
   void release(size_t bytes) { live_bytes_ -= bytes; }
+  // One more level of nested evaluation (statements, expressions, filters
+  // that apply filters), past max_eval_depth a LimitError; see EvalDepth.
+  void enter();
+  void leave() { --depth_; }
   // Throws if a string of `bytes` or a container of `items` would be over the limits.
   void check_string(size_t bytes) const;
   void check_items(size_t items) const;
@@ -85,6 +89,7 @@ class RenderBudget {
   RenderLimits limits_;
   std::chrono::steady_clock::time_point deadline_;
   int64_t steps_ = 0;
+  int depth_ = 0;  // EvalDepth levels open
   size_t live_bytes_ = 0, peak_live_bytes_ = 0;
   std::vector<std::weak_ptr<Array>> arrays_;
   std::vector<std::weak_ptr<Object>> objects_;
@@ -102,6 +107,22 @@ class ScopedBudget {
 
  private:
   RenderBudget* previous_;
+};
+
+// RAII form of enter()/leave(); a no-op for a null budget (outside a render).
+class EvalDepth {
+ public:
+  explicit EvalDepth(RenderBudget* budget) : budget_(budget) {
+    if (budget_) budget_->enter();
+  }
+  ~EvalDepth() {
+    if (budget_) budget_->leave();
+  }
+  EvalDepth(const EvalDepth&) = delete;
+  EvalDepth& operator=(const EvalDepth&) = delete;
+
+ private:
+  RenderBudget* budget_;
 };
 
 // Free-function forms for the builtins: no-ops outside a render.
