@@ -3,30 +3,14 @@
 
 #include <algorithm>
 
+#include "tokenizer/unicode.h"
+
 namespace ms {
 namespace {
 
 constexpr char32_t kEscape = 0xFDD0;        // noncharacter: never meaningful text
 constexpr char32_t kIndexBase = 0x100000;   // plane 16 private use
 constexpr size_t kMaxIndex = 0xFFFD;        // U+100000 .. U+10FFFD
-
-void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // U+FDD0 in UTF-8.
 constexpr std::string_view kEscapeUtf8 = "\xEF\xB7\x90";
@@ -61,8 +45,8 @@ std::string ContentMarker::mark_text(std::string_view s, size_t* count) const {
     }
     out.append(s.substr(pos, hit->begin - pos));
     if (static_cast<size_t>(hit->index) <= kMaxIndex) {
-      append_utf8(out, kEscape);
-      append_utf8(out, kIndexBase + static_cast<char32_t>(hit->index));
+      unicode::append_utf8(out, kEscape);
+      unicode::append_utf8(out, kIndexBase + static_cast<char32_t>(hit->index));
       ++*count;
     } else {
       // More than 65534 added tokens: cannot be marked; drop the text rather

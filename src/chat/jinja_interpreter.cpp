@@ -541,10 +541,13 @@ class Interpreter {
       if (a.is_int() && (b.is_string() || b.is_array())) {
         // 'a' * 10**12: the size is checked before anything is built.
         if (b.is_string()) {
+          // By doubling: 'a' * 10**6 is 20 appends, not a million.
+          const size_t total = repeat_size(b.str().size(), a.as_int(), false);
           std::string r;
-          r.reserve(repeat_size(b.str().size(), a.as_int(), false));
-          for (int64_t i = 0; i < a.as_int(); ++i) r += b.str();
-          return Value(r);
+          r.reserve(total);
+          if (total > 0) r = b.str();
+          while (r.size() < total) r.append(r, 0, std::min(r.size(), total - r.size()));
+          return Value(std::move(r));
         }
         Array r;
         r.reserve(repeat_size(b.array().size(), a.as_int(), true));

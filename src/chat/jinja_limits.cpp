@@ -75,20 +75,19 @@ static void drop_expired(std::vector<std::weak_ptr<T>>& v) {
 
 void RenderBudget::track(const std::shared_ptr<Array>& a) {
   arrays_.push_back(a);
-  if (arrays_.size() + objects_.size() >= compact_at_) {
-    drop_expired(arrays_);
-    drop_expired(objects_);
-    compact_at_ = std::max<size_t>(1024, 2 * (arrays_.size() + objects_.size()));
-  }
+  compact_tracked();
 }
 
 void RenderBudget::track(const std::shared_ptr<Object>& o) {
   objects_.push_back(o);
-  if (arrays_.size() + objects_.size() >= compact_at_) {
-    drop_expired(arrays_);
-    drop_expired(objects_);
-    compact_at_ = std::max<size_t>(1024, 2 * (arrays_.size() + objects_.size()));
-  }
+  compact_tracked();
+}
+
+void RenderBudget::compact_tracked() {
+  if (arrays_.size() + objects_.size() < compact_at_) return;
+  drop_expired(arrays_);
+  drop_expired(objects_);
+  compact_at_ = std::max<size_t>(1024, 2 * (arrays_.size() + objects_.size()));
 }
 
 void RenderBudget::break_cycles() {

@@ -86,6 +86,7 @@ class RenderBudget {
 
  private:
   friend class ScopedBudget;
+  void compact_tracked();
   RenderLimits limits_;
   std::chrono::steady_clock::time_point deadline_;
   int64_t steps_ = 0;

@@ -30,9 +30,9 @@ struct ServeConfig {
   std::string summary() const;  // one line, api key redacted
 };
 
-// Parses `serve` flags. The API key comes from --api-key-file, else the
-// environment variable MEGASERVE_API_KEY, else --api-key (visible in `ps`).
-// Errors name the flag.
+// Parses `serve` flags. The API key comes from --api-key-file or --api-key
+// (not both; --api-key is visible in `ps`), else the environment variable
+// MEGASERVE_API_KEY. Errors name the flag.
 // *help is set for --help (the usage text is then in the Status message).
 Result<ServeConfig> parse_serve_args(const std::vector<std::string>& args, bool* help);
 
