@@ -37,6 +37,7 @@ struct Expr {
   };
   Kind kind;
   int line = 0;
+  int depth = 1;  // of the subtree rooted here; bounded by ParseLimits::max_expr_depth
   Value value;
   std::string name;
   bool negate = false;

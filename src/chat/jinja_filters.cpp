@@ -3,13 +3,19 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "chat/jinja_builtins.h"
+#include "chat/jinja_limits.h"
 
 namespace ms::jinja {
 namespace {
 
 const Value* arg(const CallArgs& a, size_t i, const std::string& name) { return a.get(i, name); }
+// For arguments that can only be given by keyword (any number of positional
+// arguments may come first: map('f', a1, ..., a200)).
+constexpr size_t kKeywordOnly = SIZE_MAX;
 
 std::string str_arg(const CallArgs& a, size_t i, const std::string& name, const std::string& def) {
   const Value* v = arg(a, i, name);
@@ -54,6 +60,7 @@ Array select_items(const BuiltinEnv& env, const Value& input, CallArgs& args, bo
   Array out;
   if (!input.truthy()) return out;  // jinja2: `if value:` before iterating
   for (const auto& item : iterate(input)) {
+    budget_step();
     Value v = by_attr ? get_attribute_path(item, attr) : item;
     bool r = test.empty() ? v.truthy() : apply_test(env, test, v, test_args);
     if (r == keep) out.push_back(item);
@@ -95,6 +102,7 @@ std::string do_indent(const std::string& s, const std::string& pad, bool first, 
   size_t pos = 0;
   bool first_line = true;
   while (true) {
+    budget_check_string(out.size() + pad.size());
     size_t nl = s.find('\n', pos);
     std::string line = s.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
     bool indent = first_line ? first : (blank || !line.empty());
@@ -118,8 +126,11 @@ std::string percent_format(const std::string& fmt, const Array& vals) {
     if (++i >= fmt.size()) throw JinjaError("incomplete format");
     if (fmt[i] == '%') { out += '%'; continue; }
     std::string spec = "%";
-    while (i < fmt.size() && std::strchr("-+ #0123456789.", fmt[i])) spec += fmt[i++];
+    while (i < fmt.size() && fmt[i] != '\0' && std::strchr("-+ #0123456789.", fmt[i])) spec += fmt[i++];
     if (i >= fmt.size()) throw JinjaError("incomplete format");
+    // Widths and precisions past the buffer below would be cut anyway; huge
+    // ones cost printf time (or overflow its int).
+    if (spec.size() > 8) throw JinjaError("format spec '" + spec + "' is too long");
     char conv = fmt[i];
     if (vi >= vals.size()) throw JinjaError("not enough arguments for format string");
     const Value& v = vals[vi++];
@@ -137,17 +148,24 @@ std::string percent_format(const std::string& fmt, const Array& vals) {
     } else {
       throw JinjaError(std::string("unsupported format character '") + conv + "'");
     }
+    budget_check_string(out.size());
   }
   return out;
 }
 
 Value filter_tojson(const Value& input, CallArgs& args) {
   int indent = 0;
-  if (const Value* v = arg(args, 0, "indent"); v && v->is_number()) indent = static_cast<int>(v->as_int());
-  bool sort_keys = bool_arg(args, 99, "sort_keys", false);
-  bool ensure_ascii = bool_arg(args, 99, "ensure_ascii", false);  // HF overrides tojson with ensure_ascii=False
+  if (const Value* v = arg(args, 0, "indent"); v && v->is_number()) {
+    // Python accepts any width; past a few hundred it is only a way to make
+    // the output huge (each level repeats it).
+    const int64_t want = v->as_int();
+    if (want > 1024) throw JinjaError("tojson indent " + std::to_string(want) + " is over the limit of 1024");
+    indent = static_cast<int>(std::max<int64_t>(want, 0));
+  }
+  bool sort_keys = bool_arg(args, kKeywordOnly, "sort_keys", false);
+  bool ensure_ascii = bool_arg(args, kKeywordOnly, "ensure_ascii", false);  // HF overrides tojson with ensure_ascii=False
   std::string item_sep, key_sep;
-  if (const Value* v = arg(args, 99, "separators"); v && v->is_array() && v->array().size() == 2) {
+  if (const Value* v = arg(args, kKeywordOnly, "separators"); v && v->is_array() && v->array().size() == 2) {
     item_sep = v->array()[0].to_str();
     key_sep = v->array()[1].to_str();
   }
@@ -223,12 +241,21 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
     int64_t width = arg(args, 0, "width") ? arg(args, 0, "width")->as_int() : 80;
     int64_t len = static_cast<int64_t>(utf8_decode(s).size());
     if (width <= len) return Value(s);
+    budget_check_string(s.size() + static_cast<uint64_t>(width - len));
     int64_t total = width - len, left = total / 2 + (total & width & 1);
     return Value(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(total - left), ' '));
   }
   if (name == "indent") {
     std::string pad = "    ";
-    if (const Value* w = arg(args, 0, "width")) pad = w->is_string() ? w->str() : std::string(static_cast<size_t>(w->as_int()), ' ');
+    if (const Value* w = arg(args, 0, "width")) {
+      if (w->is_string()) {
+        pad = w->str();
+      } else {
+        const int64_t n = std::max<int64_t>(w->as_int(), 0);
+        budget_check_string(static_cast<uint64_t>(n));
+        pad.assign(static_cast<size_t>(n), ' ');
+      }
+    }
     return Value(do_indent(require_string(input, name), pad, bool_arg(args, 1, "first", false),
                            bool_arg(args, 2, "blank", false)));
   }
@@ -246,7 +273,7 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
         int64_t v = std::stoll(s, &used, 10);
         if (used == s.size()) return Value(v);
         double dv = std::stod(s, &used);
-        if (used == s.size()) return Value(static_cast<int64_t>(dv));
+        if (used == s.size()) return Value(Value(dv).as_int());
       } catch (...) {
       }
     }
@@ -268,7 +295,9 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
   }
   if (name == "abs") {
     if (!input.is_number()) throw JinjaError(std::string("bad operand type for abs(): '") + input.type_name() + "'");
-    return input.is_float() ? Value(std::fabs(input.as_double())) : Value(static_cast<int64_t>(std::llabs(input.as_int())));
+    if (input.is_float()) return Value(std::fabs(input.as_double()));
+    if (input.as_int() == INT64_MIN) throw JinjaError("integer overflow in abs() (integers are 64-bit here)");
+    return Value(static_cast<int64_t>(std::llabs(input.as_int())));
   }
   if (name == "round") return filter_round(input, args);
   if (name == "first" || name == "last") {
@@ -294,9 +323,11 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
     std::string out;
     bool first = true;
     for (const auto& item : iterate(input)) {
+      budget_step();
       if (!first) out += sep;
       first = false;
       out += (attr.empty() ? item : get_attribute_path(item, attr)).to_str(env.repr);
+      budget_check_string(out.size());
     }
     return Value(out);
   }
@@ -342,6 +373,7 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
     Array out, keys;
     for (const auto& item : iterate(input)) {
       Value k = sort_key(item, attr, case_sensitive);
+      budget_step(static_cast<int64_t>(keys.size()) + 1);  // quadratic: each key against all kept
       bool seen = false;
       for (const auto& s : keys) seen = seen || s.equals(k);
       if (!seen) { keys.push_back(k); out.push_back(item); }
@@ -356,7 +388,10 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
       for (const auto& it : items) {
         Value v = attr.empty() ? it : get_attribute_path(it, attr);
         if (!v.is_number() || !acc.is_number()) throw JinjaError("sum filter needs numbers");
-        acc = (acc.is_float() || v.is_float()) ? Value(acc.as_double() + v.as_double()) : Value(acc.as_int() + v.as_int());
+        int64_t r = 0;
+        if (acc.is_float() || v.is_float()) acc = Value(acc.as_double() + v.as_double());
+        else if (__builtin_add_overflow(acc.as_int(), v.as_int(), &r)) throw JinjaError("integer overflow in sum");
+        else acc = Value(r);
       }
       return acc;
     }
@@ -372,6 +407,7 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
   if (name == "batch") {
     int64_t n = arg(args, 0, "linecount") ? arg(args, 0, "linecount")->as_int() : 1;
     if (n <= 0) throw JinjaError("batch size must be positive");
+    budget_check_items(static_cast<uint64_t>(n));
     const Value* fill = arg(args, 1, "fill_with");
     Array out, cur;
     for (const auto& it : iterate(input)) {
@@ -391,9 +427,9 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
   if (name == "map") {
     Array out;
     if (!input.truthy()) return Value(std::move(out));  // jinja2 maps a falsy input to nothing
-    const Value* attr = arg(args, 99, "attribute");
+    const Value* attr = arg(args, kKeywordOnly, "attribute");
     if (attr) {
-      const Value* def = arg(args, 99, "default");
+      const Value* def = arg(args, kKeywordOnly, "default");
       for (const auto& it : iterate(input)) {
         Value v = get_attribute_path(it, attr->to_str());
         out.push_back(v.is_undefined() && def ? *def : v);
@@ -401,11 +437,14 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
       return Value(std::move(out));
     }
     if (args.positional.empty()) throw JinjaError("map needs a filter name or attribute=");
+    // map('map', 'map', ...) nests once per argument: bounded like any evaluation.
+    EvalDepth depth(RenderBudget::current());
     std::string filter = args.positional[0].to_str();
     CallArgs rest;
     rest.positional.assign(args.positional.begin() + 1, args.positional.end());
     rest.keyword = args.keyword;
     for (const auto& it : iterate(input)) {
+      budget_step(1 + static_cast<int64_t>(rest.positional.size()));  // the copy of the arguments
       CallArgs a = rest;
       out.push_back(apply_filter(env, filter, it, a));
     }
@@ -435,8 +474,12 @@ Array iterate(const Value& v) {
       return keys;
     }
     case Value::Kind::kString: {
+      // One value (~100 bytes) per character: check the count before building.
+      std::vector<uint32_t> cps = utf8_decode(v.str());
+      budget_check_items(cps.size());
       Array chars;
-      for (uint32_t cp : utf8_decode(v.str())) {
+      chars.reserve(cps.size());
+      for (uint32_t cp : cps) {
         std::string s;
         utf8_append(s, cp);
         chars.push_back(Value(s));

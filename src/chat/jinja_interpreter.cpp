@@ -2,6 +2,7 @@
 #include "chat/jinja_interpreter.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "chat/jinja_builtins.h"
@@ -16,25 +17,69 @@ using FramePtr = std::shared_ptr<Frame>;
 
 enum class Flow { kNormal, kBreak, kContinue };
 
+[[noreturn]] void overflow(const std::string& op) {
+  throw JinjaError("integer overflow in " + op + " (integers are 64-bit here)");
+}
+
+// Python's // and % on int64 (b != 0); INT64_MIN // -1 is the one overflow.
 int64_t floor_div(int64_t a, int64_t b) {
+  if (a == INT64_MIN && b == -1) overflow("//");
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
+int64_t floor_mod(int64_t a, int64_t b) {
+  if (b == -1) return 0;
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+
+// a ** b for b >= 0 by squaring, with overflow checks.
+int64_t int_pow(int64_t a, int64_t b) {
+  int64_t r = 1;
+  while (b > 0) {
+    if ((b & 1) && __builtin_mul_overflow(r, a, &r)) overflow("**");
+    b >>= 1;
+    if (b > 0 && __builtin_mul_overflow(a, a, &a)) overflow("**");
+  }
+  return r;
+}
+
+// `count` copies of something `unit` long, checked before anything is built.
+size_t repeat_size(size_t unit, int64_t count, bool items) {
+  if (count <= 0 || unit == 0) return 0;
+  size_t total = 0;
+  if (__builtin_mul_overflow(unit, static_cast<uint64_t>(count), &total)) total = SIZE_MAX;
+  if (items) budget_check_items(total);
+  else budget_check_string(total);
+  return total;
+}
 
 class Interpreter {
  public:
-  Interpreter(const RenderOptions& options) : options_(options) { env_.repr = options.repr; }
+  Interpreter(const RenderOptions& options, RenderBudget& budget) : options_(options), budget_(budget) {
+    env_.repr = options.repr;
+  }
+  // A macro closes over the frames it was defined in, and is stored in one of
+  // them: a reference cycle. Emptying every frame still alive frees it.
+  ~Interpreter() {
+    stack_.clear();
+    for (auto& w : frames_)
+      if (auto f = w.lock()) f->clear();
+  }
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   std::string run(const Body& body, const Value& context) {
-    auto globals = std::make_shared<Frame>();
+    auto globals = new_frame();
     Object g;
     install_globals(g, options_);
     for (auto& kv : g.items()) (*globals)[kv.first] = kv.second;
     if (context.is_object()) {
       for (auto& kv : context.object().items()) (*globals)[kv.first] = kv.second;
     }
-    stack_ = {globals, std::make_shared<Frame>()};
+    stack_ = {globals, new_frame()};
     std::string out;
     exec_body(body, out);
     return out;
@@ -50,8 +95,38 @@ class Interpreter {
     return Flow::kNormal;
   }
 
+  // Every frame goes through here, so ~Interpreter can break cycles; expired
+  // entries are dropped whenever the list doubles.
+  FramePtr new_frame() {
+    auto f = std::make_shared<Frame>();
+    frames_.push_back(f);
+    if (frames_.size() >= compact_at_) {
+      std::erase_if(frames_, [](const std::weak_ptr<Frame>& w) { return w.expired(); });
+      compact_at_ = std::max<size_t>(256, 2 * frames_.size());
+    }
+    return f;
+  }
+
+  // Every exec/eval is one level of evaluation depth and one step.
+  class Depth {
+   public:
+    explicit Depth(Interpreter& in) : depth_(&in.budget_) { in.budget_.step(); }
+
+   private:
+    EvalDepth depth_;
+  };
+
+  void emit(std::string& out, const std::string& text) {
+    if (text.size() > budget_.limits().max_output_bytes - std::min(out.size(), budget_.limits().max_output_bytes)) {
+      throw LimitError("template render limit: output over " +
+                       std::to_string(budget_.limits().max_output_bytes >> 20) + " MiB");
+    }
+    out += text;
+  }
+
   Flow exec(const Stmt& s, std::string& out) {
     try {
+      Depth depth(*this);
       return exec_inner(s, out);
     } catch (JinjaError& e) {
       e.set_line(s.line);
@@ -61,8 +136,8 @@ class Interpreter {
 
   Flow exec_inner(const Stmt& s, std::string& out) {
     switch (s.kind) {
-      case Stmt::Kind::kText: out += s.text; return Flow::kNormal;
-      case Stmt::Kind::kOutput: out += eval(*s.expr).to_str(options_.repr); return Flow::kNormal;
+      case Stmt::Kind::kText: emit(out, s.text); return Flow::kNormal;
+      case Stmt::Kind::kOutput: emit(out, eval(*s.expr).to_str(options_.repr)); return Flow::kNormal;
       case Stmt::Kind::kIf:
         for (size_t i = 0; i < s.conds.size(); ++i) {
           if (eval(*s.conds[i]).truthy()) return exec_body(s.bodies[i], out);
@@ -78,13 +153,13 @@ class Interpreter {
         Value fn = eval(*call.items[0]);
         CallArgs args = eval_args(call);
         args.keyword.emplace_back("caller", caller);
-        out += call_value(fn, args).to_str(options_.repr);
+        emit(out, call_value(fn, args).to_str(options_.repr));
         return Flow::kNormal;
       }
       case Stmt::Kind::kFilterBlock: {
         std::string body;
         exec_scoped(s.bodies[0], body);
-        out += eval_with_body(*s.expr, Value(body)).to_str(options_.repr);
+        emit(out, eval_with_body(*s.expr, Value(body)).to_str(options_.repr));
         return Flow::kNormal;
       }
       case Stmt::Kind::kBreak: return Flow::kBreak;
@@ -96,7 +171,7 @@ class Interpreter {
   }
 
   void exec_scoped(const Body& body, std::string& out) {
-    stack_.push_back(std::make_shared<Frame>());
+    stack_.push_back(new_frame());
     try {
       exec_body(body, out);
     } catch (...) {
@@ -107,7 +182,7 @@ class Interpreter {
   }
 
   Value eval_with_body(const Expr& chain, Value body) {
-    stack_.push_back(std::make_shared<Frame>());
+    stack_.push_back(new_frame());
     (*stack_.back())["__body__"] = std::move(body);
     Value v;
     try {
@@ -146,6 +221,7 @@ class Interpreter {
       Value target = lookup(s.targets[0]);
       if (!target.is_object()) throw JinjaError("cannot set attribute '" + s.attr + "' on " + target.type_name());
       target.object().set(s.attr, v);
+      target.update_charge();
       return;
     }
     assign_targets(s.targets, v, *stack_.back());
@@ -155,7 +231,7 @@ class Interpreter {
     Value iterable = eval(*s.expr);
     if (iterable.is_none()) throw JinjaError("'NoneType' object is not iterable");
     Array all = iterate(iterable);
-    auto frame = std::make_shared<Frame>();
+    auto frame = new_frame();
     stack_.push_back(frame);
     struct Pop {
       std::vector<FramePtr>& st;
@@ -177,6 +253,7 @@ class Interpreter {
     }
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      budget_.step();
       frame->clear();
       Object loop;
       loop.set("index", Value(i + 1));
@@ -208,7 +285,16 @@ class Interpreter {
     std::vector<FramePtr> closure = stack_;
     std::string macro_name = name.empty() ? s.text : name;
     return Value::function(macro_name, [this, def, closure, macro_name](CallArgs& args) -> Value {
-      auto frame = std::make_shared<Frame>();
+      const int max_calls = budget_.limits().max_call_depth;
+      if (call_depth_ >= max_calls) {
+        throw LimitError("template render limit: macro '" + macro_name + "' called with " + std::to_string(max_calls) +
+                         " calls already open (endless recursion?)");
+      }
+      struct CallDepth {
+        int& d;
+        ~CallDepth() { --d; }
+      } call_depth{++call_depth_};
+      auto frame = new_frame();
       size_t np = def->params.size();
       if (args.positional.size() > np) {
         throw JinjaError("macro '" + macro_name + "' takes " + std::to_string(np) + " arguments, got " +
@@ -264,6 +350,7 @@ class Interpreter {
 
   Value eval(const Expr& e) {
     try {
+      Depth depth(*this);
       return eval_inner(e);
     } catch (JinjaError& err) {
       err.set_line(e.line);
@@ -336,7 +423,9 @@ class Interpreter {
         if (e.name == "not") return Value(!v.truthy());
         if (!v.is_number()) throw JinjaError("bad operand type for unary " + e.name + ": '" + v.type_name() + "'");
         if (e.name == "+") return v.is_bool() ? Value(v.as_int()) : v;
-        return v.is_float() ? Value(-v.as_double()) : Value(-v.as_int());
+        if (v.is_float()) return Value(-v.as_double());
+        if (v.as_int() == INT64_MIN) overflow("unary -");
+        return Value(-v.as_int());
       }
       case Expr::Kind::kCond: {
         if (eval(*e.items[0]).truthy()) return eval(*e.items[1]);
@@ -373,15 +462,17 @@ class Interpreter {
       return std::clamp<int64_t>(x, -1, n - 1);
     };
     int64_t b = clamp(start, step > 0 ? 0 : n - 1), en = clamp(stop, step > 0 ? n : -1);
-    std::vector<int64_t> idx;
-    for (int64_t i = b; step > 0 ? i < en : i > en; i += step) idx.push_back(i);
+    // Indices stay in [-1, n]; a step longer than that takes one element, so
+    // clamping it keeps i + step from overflowing.
+    step = std::clamp<int64_t>(step, -(n + 2), n + 2);
+    auto more = [&](int64_t i) { return step > 0 ? i < en : i > en; };
     if (obj.is_string()) {
       std::string s;
-      for (int64_t i : idx) utf8_append(s, cps[i]);
+      for (int64_t i = b; more(i); i += step) utf8_append(s, cps[i]);
       return Value(s);
     }
     Array a;
-    for (int64_t i : idx) a.push_back(obj.array()[i]);
+    for (int64_t i = b; more(i); i += step) a.push_back(obj.array()[i]);
     return Value(std::move(a));
   }
 
@@ -391,6 +482,7 @@ class Interpreter {
       return hay.str().find(needle.str()) != std::string::npos;
     }
     if (hay.is_array()) {
+      budget_step(static_cast<int64_t>(hay.array().size()));
       for (const auto& x : hay.array()) if (x.equals(needle)) return true;
       return false;
     }
@@ -414,7 +506,11 @@ class Interpreter {
     }
     Value a = eval(*e.items[0]);
     Value b = eval(*e.items[1]);
-    if (op == "~") return Value(a.to_str(options_.repr) + b.to_str(options_.repr));
+    if (op == "~") {
+      std::string x = a.to_str(options_.repr), y = b.to_str(options_.repr);
+      budget_.check_string(x.size() + y.size());
+      return Value(x + y);
+    }
     if (op == "==") return Value(a.equals(b));
     if (op == "!=") return Value(!a.equals(b));
     if (op == "<") return Value(a.less(b));
@@ -425,6 +521,7 @@ class Interpreter {
     if (op == "not in") return Value(!contains(b, a));
     if (op == "+") {
       if (a.is_string() && b.is_string()) {
+        budget_.check_string(a.str().size() + b.str().size());
         // Markup + str escapes the plain side (Python jinja2; @huggingface/jinja has no Markup).
         if ((a.is_safe() || b.is_safe()) && options_.repr == ReprStyle::kPython) {
           return Value::safe_string((a.is_safe() ? a.str() : html_escape(a.str())) +
@@ -433,6 +530,7 @@ class Interpreter {
         return Value(a.str() + b.str());
       }
       if (a.is_array() && b.is_array()) {
+        budget_.check_items(a.array().size() + b.array().size());
         Array r = a.array();
         r.insert(r.end(), b.array().begin(), b.array().end());
         return Value(std::move(r));
@@ -441,12 +539,18 @@ class Interpreter {
     if (op == "*") {
       if ((a.is_string() || a.is_array()) && b.is_int()) std::swap(a, b);
       if (a.is_int() && (b.is_string() || b.is_array())) {
+        // 'a' * 10**12: the size is checked before anything is built.
         if (b.is_string()) {
+          // By doubling: 'a' * 10**6 is 20 appends, not a million.
+          const size_t total = repeat_size(b.str().size(), a.as_int(), false);
           std::string r;
-          for (int64_t i = 0; i < a.as_int(); ++i) r += b.str();
-          return Value(r);
+          r.reserve(total);
+          if (total > 0) r = b.str();
+          while (r.size() < total) r.append(r, 0, std::min(r.size(), total - r.size()));
+          return Value(std::move(r));
         }
         Array r;
+        r.reserve(repeat_size(b.array().size(), a.as_int(), true));
         for (int64_t i = 0; i < a.as_int(); ++i) r.insert(r.end(), b.array().begin(), b.array().end());
         return Value(std::move(r));
       }
@@ -467,11 +571,7 @@ class Interpreter {
       return Value(a.as_double() / b.as_double());
     }
     if (op == "**") {
-      if (!fl && b.as_int() >= 0) {
-        int64_t r = 1;
-        for (int64_t i = 0; i < b.as_int(); ++i) r *= a.as_int();
-        return Value(r);
-      }
+      if (!fl && b.as_int() >= 0) return Value(int_pow(a.as_int(), b.as_int()));
       return Value(std::pow(a.as_double(), b.as_double()));
     }
     if (fl) {
@@ -483,28 +583,41 @@ class Interpreter {
       if (op == "//") return Value(std::floor(x / y));
       if (op == "%") return Value(x - std::floor(x / y) * y);
     } else {
-      int64_t x = a.as_int(), y = b.as_int();
-      if (op == "+") return Value(x + y);
-      if (op == "-") return Value(x - y);
-      if (op == "*") return Value(x * y);
+      int64_t x = a.as_int(), y = b.as_int(), r = 0;
+      if (op == "+" && __builtin_add_overflow(x, y, &r)) overflow("+");
+      if (op == "-" && __builtin_sub_overflow(x, y, &r)) overflow("-");
+      if (op == "*" && __builtin_mul_overflow(x, y, &r)) overflow("*");
+      if (op == "+" || op == "-" || op == "*") return Value(r);
       if (y == 0) throw JinjaError("division by zero");
       if (op == "//") return Value(floor_div(x, y));
-      if (op == "%") return Value(x - floor_div(x, y) * y);
+      if (op == "%") return Value(floor_mod(x, y));
     }
     throw JinjaError("unknown operator " + op);
   }
 
   RenderOptions options_;
+  RenderBudget& budget_;
   BuiltinEnv env_;
   std::vector<FramePtr> stack_;
+  int call_depth_ = 0;  // macro calls open
+  std::vector<std::weak_ptr<Frame>> frames_;  // every frame made (new_frame)
+  size_t compact_at_ = 256;
 };
+
+Body parse_source(const std::string& source, const ParseLimits& limits) {
+  if (source.size() > limits.max_source_bytes) {
+    throw JinjaError("template of " + std::to_string(source.size()) + " bytes is over the limit of " +
+                     std::to_string(limits.max_source_bytes) + " bytes");
+  }
+  return parse(tokenize(source), limits);
+}
 
 }  // namespace
 
-Template::Template(const std::string& source) : body_(parse(tokenize(source))) {}
+Template::Template(const std::string& source, const ParseLimits& limits) : body_(parse_source(source, limits)) {}
 
-std::string Template::render(const Value& context, const RenderOptions& options) const {
-  Interpreter interp(options);
+std::string Template::render(const Value& context, const RenderOptions& options, RenderBudget& budget) const {
+  Interpreter interp(options, budget);
   return interp.run(body_, context);
 }
 

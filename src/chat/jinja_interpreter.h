@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "chat/jinja_ast.h"
+#include "chat/jinja_limits.h"
 #include "chat/jinja_value.h"
 
 namespace ms::jinja {
@@ -31,11 +32,14 @@ struct RenderOptions {
 
 class Template {
  public:
-  // Throws JinjaError on a syntax error.
-  explicit Template(const std::string& source);
+  // Throws JinjaError on a syntax error or a template past `limits`.
+  explicit Template(const std::string& source, const ParseLimits& limits = {});
   // `context` must be an object; its keys become top-level variables.
-  // Throws JinjaError (or TemplateRaised) on a render error.
-  std::string render(const Value& context, const RenderOptions& options) const;
+  // Throws JinjaError (or TemplateRaised) on a render error or when `budget`
+  // runs out (calls, depth, steps, time, sizes; see jinja_limits.h). Make the
+  // budget current (ScopedBudget) before building `context`, so that the
+  // context's values are charged to it too.
+  std::string render(const Value& context, const RenderOptions& options, RenderBudget& budget) const;
 
  private:
   Body body_;

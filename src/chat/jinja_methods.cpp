@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "chat/jinja_builtins.h"
+#include "chat/jinja_limits.h"
 
 namespace ms::jinja {
 namespace {
@@ -22,6 +23,11 @@ bool is_py_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') 
 
 Array py_split(const std::string& s, const Value* sep_v, int64_t maxsplit) {
   Array out;
+  // Every piece is a value of ~100 bytes: count them as they are made.
+  auto push = [&out](std::string piece) {
+    budget_check_items(out.size() + 1);
+    out.push_back(Value(std::move(piece)));
+  };
   if (!sep_v || sep_v->is_none() || sep_v->is_undefined()) {
     size_t i = 0, n = s.size();
     while (true) {
@@ -30,12 +36,12 @@ Array py_split(const std::string& s, const Value* sep_v, int64_t maxsplit) {
       if (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit) {
         size_t e = n;
         while (e > i && is_py_space(static_cast<unsigned char>(s[e - 1]))) --e;
-        out.push_back(Value(s.substr(i, e - i)));
+        push(s.substr(i, e - i));
         break;
       }
       size_t j = i;
       while (j < n && !is_py_space(static_cast<unsigned char>(s[j]))) ++j;
-      out.push_back(Value(s.substr(i, j - i)));
+      push(s.substr(i, j - i));
       i = j;
     }
     return out;
@@ -46,10 +52,10 @@ Array py_split(const std::string& s, const Value* sep_v, int64_t maxsplit) {
   while (true) {
     size_t f = s.find(sep, pos);
     if (f == std::string::npos || (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit)) {
-      out.push_back(Value(s.substr(pos)));
+      push(s.substr(pos));
       return out;
     }
-    out.push_back(Value(s.substr(pos, f - pos)));
+    push(s.substr(pos, f - pos));
     pos = f + sep.size();
   }
 }
@@ -81,6 +87,7 @@ std::string py_format(const std::string& fmt, const CallArgs& a, ReprStyle style
     }
     if (!v) throw JinjaError("str.format: missing argument '" + field + "'");
     out += v->to_str(style);
+    budget_check_string(out.size());
     i = close;
   }
   return out;
@@ -122,6 +129,7 @@ Value string_method(const BuiltinEnv& env, const Value& self, const std::string&
       Array out;
       size_t pos = 0;
       while (pos < s.size()) {
+        budget_check_items(out.size() + 1);
         size_t e = s.find_first_of("\r\n", pos);
         if (e == std::string::npos) { out.push_back(Value(s.substr(pos))); break; }
         size_t len = (s[e] == '\r' && e + 1 < s.size() && s[e + 1] == '\n') ? 2 : 1;
@@ -165,6 +173,7 @@ Value string_method(const BuiltinEnv& env, const Value& self, const std::string&
         for (size_t i = 0; i <= cps.size(); ++i) {
           if (count < 0 || done < count) { out += to; ++done; }
           if (i < cps.size()) utf8_append(out, cps[i]);
+          budget_check_string(out.size());
         }
         return Value(out);
       }
@@ -174,6 +183,7 @@ Value string_method(const BuiltinEnv& env, const Value& self, const std::string&
         size_t f = s.find(from, pos);
         if (f == std::string::npos || (count >= 0 && done >= count)) { out += s.substr(pos); break; }
         out += s.substr(pos, f - pos) + to;
+        budget_check_string(out.size());
         pos = f + from.size();
         ++done;
       }
@@ -191,6 +201,7 @@ Value string_method(const BuiltinEnv& env, const Value& self, const std::string&
         if (!first) out += s;
         first = false;
         out += x.str();
+        budget_check_string(out.size());
       }
       return Value(out);
     });
@@ -236,10 +247,20 @@ Value string_method(const BuiltinEnv& env, const Value& self, const std::string&
 Value list_method(const Value& self, const std::string& name) {
   Value list = self;  // shares the array
   auto fn = [&](auto body) { return Value::function(name, body); };
-  if (name == "append") return fn([list](CallArgs& a) { list.array().push_back(a.positional.empty() ? Value() : a.positional[0]); return Value::none(); });
+  // In-place changes re-charge the list to the render's budget (size limits).
+  if (name == "append") {
+    return fn([list](CallArgs& a) {
+      list.array().push_back(a.positional.empty() ? Value() : a.positional[0]);
+      list.update_charge();
+      return Value::none();
+    });
+  }
   if (name == "extend") {
     return fn([list](CallArgs& a) {
-      for (const auto& x : iterate(a.positional.empty() ? Value() : a.positional[0])) list.array().push_back(x);
+      Array more = iterate(a.positional.empty() ? Value() : a.positional[0]);  // a copy: x.extend(x) works
+      budget_check_items(list.array().size() + more.size());
+      list.array().insert(list.array().end(), more.begin(), more.end());
+      list.update_charge();
       return Value::none();
     });
   }
@@ -250,6 +271,7 @@ Value list_method(const Value& self, const std::string& name) {
       int64_t n = static_cast<int64_t>(arr.size());
       int64_t i = std::clamp<int64_t>(norm_index(a.positional[0].as_int(), n), 0, n);
       arr.insert(arr.begin() + i, a.positional[1]);
+      list.update_charge();
       return Value::none();
     });
   }
@@ -262,6 +284,7 @@ Value list_method(const Value& self, const std::string& name) {
       if (i < 0 || i >= n) throw JinjaError("pop index out of range");
       Value v = arr[static_cast<size_t>(i)];
       arr.erase(arr.begin() + i);
+      list.update_charge();
       return v;
     });
   }
@@ -283,7 +306,11 @@ Value list_method(const Value& self, const std::string& name) {
     return fn([list](CallArgs& a) {
       Array& arr = list.array();
       for (size_t i = 0; i < arr.size(); ++i) {
-        if (!a.positional.empty() && arr[i].equals(a.positional[0])) { arr.erase(arr.begin() + static_cast<long>(i)); return Value::none(); }
+        if (!a.positional.empty() && arr[i].equals(a.positional[0])) {
+          arr.erase(arr.begin() + static_cast<long>(i));
+          list.update_charge();
+          return Value::none();
+        }
       }
       throw JinjaError("list.remove(x): x not in list");
     });
@@ -325,15 +352,22 @@ Value dict_method(const Value& self, const std::string& name) {
         throw JinjaError("KeyError: '" + k + "'");
       }
       dict.object().erase(k);
+      dict.update_charge();
       return v;
     });
   }
   if (name == "update") {
     return fn([dict](CallArgs& a) {
       if (!a.positional.empty() && a.positional[0].is_object()) {
-        for (const auto& kv : a.positional[0].object().items()) dict.object().set(kv.first, kv.second);
+        // A copy of the items: d.update(d) must not iterate what it grows.
+        const auto items = a.positional[0].object().items();
+        for (const auto& kv : items) {
+          budget_step(static_cast<int64_t>(dict.object().size()) + 1);  // Object::set searches linearly
+          dict.object().set(kv.first, kv.second);
+        }
       }
       for (const auto& kv : a.keyword) dict.object().set(kv.first, kv.second);
+      dict.update_charge();
       return Value::none();
     });
   }
@@ -344,6 +378,7 @@ Value dict_method(const Value& self, const std::string& name) {
       if (const Value* v = dict.object().find(k)) return *v;
       Value d = a.positional.size() > 1 ? a.positional[1] : Value::none();
       dict.object().set(k, d);
+      dict.update_charge();
       return d;
     });
   }
@@ -376,8 +411,18 @@ void install_globals(Object& g, const RenderOptions& options) {
     else { start = p[0].as_int(); stop = p[1].as_int(); }
     if (p.size() == 3) step = p[2].as_int();
     if (step == 0) throw JinjaError("range() arg 3 must not be zero");
+    // range(10**12): the length is checked before anything is built, in
+    // unsigned arithmetic (stop - start may not fit int64).
+    uint64_t span = 0, count = 0;
+    if (step > 0 && stop > start) span = static_cast<uint64_t>(stop) - static_cast<uint64_t>(start);
+    if (step < 0 && start > stop) span = static_cast<uint64_t>(start) - static_cast<uint64_t>(stop);
+    const uint64_t abs_step = step > 0 ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
+    if (span > 0) count = (span - 1) / abs_step + 1;
+    budget_check_items(count);
     Array out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value(i));
+    out.reserve(count);
+    uint64_t v = static_cast<uint64_t>(start);  // modular: C++20 converts back exactly
+    for (uint64_t k = 0; k < count; ++k, v += static_cast<uint64_t>(step)) out.push_back(Value(static_cast<int64_t>(v)));
     return Value(out);
   }));
   g.set("raise_exception", Value::function("raise_exception", [](CallArgs& a) -> Value {

@@ -1,6 +1,7 @@
 // jinja_parser.cpp: statements and expressions of the supported Jinja subset.
 #include "chat/jinja_parser.h"
 
+#include <algorithm>
 #include <set>
 
 namespace ms::jinja {
@@ -8,7 +9,7 @@ namespace {
 
 class Parser {
  public:
-  explicit Parser(const std::vector<Token>& t) : t_(t) {}
+  Parser(const std::vector<Token>& t, const ParseLimits& limits) : t_(t), limits_(limits) {}
 
   Body parse_all() {
     Body body = parse_body({});
@@ -51,6 +52,39 @@ class Parser {
     e->line = line;
     return e;
   }
+
+  // Called on every node once its children are in place: its depth is one
+  // more than its deepest child's, and a tree past the limit stops the parse
+  // (chains like a.b.c or a ~ b ~ c deepen the tree without recursing here).
+  ExprPtr seal(ExprPtr e) {
+    int d = 0;
+    for (const auto& c : e->items) if (c) d = std::max(d, c->depth);
+    for (const auto& kv : e->kwargs) d = std::max(d, kv.second->depth);
+    e->depth = d + 1;
+    if (e->depth > limits_.max_expr_depth) {
+      throw JinjaError("expression nested deeper than the limit of " + std::to_string(limits_.max_expr_depth) +
+                       " levels", e->line);
+    }
+    return e;
+  }
+
+  // Counts the constructs open at once (each recursion of the parser); past
+  // the limit the parse stops instead of the stack overflowing.
+  class Nest {
+   public:
+    explicit Nest(Parser& p) : p_(p) {
+      if (p_.nesting_ >= p_.limits_.max_nesting) {
+        p_.fail("template nested deeper than the limit of " + std::to_string(p_.limits_.max_nesting) + " levels");
+      }
+      ++p_.nesting_;
+    }
+    ~Nest() { --p_.nesting_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+
+   private:
+    Parser& p_;
+  };
 
   // Parses statements until a `{% <one of end_tags> %}` (not consumed) or the end.
   Body parse_body(const std::set<std::string>& end_tags) {
@@ -99,6 +133,7 @@ class Parser {
   }
 
   StmtPtr parse_statement() {
+    Nest nest(*this);
     auto s = std::make_shared<Stmt>();
     s->line = peek().line;
     std::string kw = expect_name();
@@ -216,10 +251,11 @@ class Parser {
       if (peek().kind == TokenKind::kStmtClose || peek().kind == TokenKind::kExprClose) break;
       t->items.push_back(parse_expr());
     }
-    return t;
+    return seal(t);
   }
 
   ExprPtr parse_expr() {
+    Nest nest(*this);
     int line = peek().line;
     ExprPtr e = parse_or();
     while (is_name("if")) {
@@ -228,7 +264,7 @@ class Parser {
       c->items.push_back(parse_or());
       c->items.push_back(e);
       c->items.push_back(accept_name("else") ? parse_expr() : nullptr);
-      e = c;
+      e = seal(c);
     }
     return e;
   }
@@ -237,7 +273,7 @@ class Parser {
     auto e = make(Expr::Kind::kBinary, line);
     e->name = op;
     e->items = {std::move(a), std::move(b)};
-    return e;
+    return seal(e);
   }
 
   ExprPtr parse_or() {
@@ -252,10 +288,11 @@ class Parser {
   }
   ExprPtr parse_not() {
     if (is_name("not")) {
+      Nest nest(*this);
       auto e = make(Expr::Kind::kUnary, next().line);
       e->name = "not";
       e->items.push_back(parse_not());
-      return e;
+      return seal(e);
     }
     return parse_compare();
   }
@@ -303,9 +340,11 @@ class Parser {
   }
   ExprPtr parse_unary(bool with_filters) {
     if (is_op("-") || is_op("+")) {
+      Nest nest(*this);
       auto e = make(Expr::Kind::kUnary, peek().line);
       e->name = next().text;
       e->items.push_back(parse_unary(false));
+      seal(e);
       return with_filters ? parse_filters(e) : e;
     }
     ExprPtr e = parse_postfix(parse_primary());
@@ -331,7 +370,7 @@ class Parser {
                      (n.kind == TokenKind::kName && !kStop.count(n.text)) || is_op("[");
           if (arg) t->items.push_back(parse_postfix(parse_primary()));
         }
-        e = t;
+        e = seal(t);
       } else {
         return e;
       }
@@ -346,7 +385,7 @@ class Parser {
       f->name = expect_name();
       f->items.push_back(e);
       if (is_op("(")) parse_call_args(*f);
-      e = parse_postfix(f);
+      e = parse_postfix(seal(f));
     }
     return e;
   }
@@ -380,7 +419,7 @@ class Parser {
           a->name = expect_name();
           a->items.push_back(e);
         }
-        e = a;
+        e = seal(a);
       } else if (accept_op("[")) {
         ExprPtr parts[3] = {nullptr, nullptr, nullptr};
         int n = 0;
@@ -400,12 +439,12 @@ class Parser {
         if (is_slice) s->items.insert(s->items.end(), {parts[0], parts[1], parts[2]});
         else s->items.push_back(parts[0]);
         if (!is_slice && !parts[0]) fail("empty subscript");
-        e = s;
+        e = seal(s);
       } else if (is_op("(")) {
         auto c = make(Expr::Kind::kCall, line);
         c->items.push_back(e);
         parse_call_args(*c);
-        e = c;
+        e = seal(c);
       } else {
         return e;
       }
@@ -451,7 +490,7 @@ class Parser {
         tup->items.push_back(parse_expr());
       }
       expect_op(")");
-      return tup;
+      return seal(tup);
     }
     if (accept_op("[")) {
       auto l = make(Expr::Kind::kList, line);
@@ -459,7 +498,7 @@ class Parser {
         l->items.push_back(parse_expr());
         if (!is_op("]")) expect_op(",");
       }
-      return l;
+      return seal(l);
     }
     if (accept_op("{")) {
       auto d = make(Expr::Kind::kDict, line);
@@ -469,17 +508,19 @@ class Parser {
         d->items.push_back(parse_expr());
         if (!is_op("}")) expect_op(",");
       }
-      return d;
+      return seal(d);
     }
     fail("unexpected '" + t.text + "' in expression");
   }
 
   const std::vector<Token>& t_;
+  const ParseLimits& limits_;
   size_t pos_ = 0;
+  int nesting_ = 0;  // Nest guards open now
 };
 
 }  // namespace
 
-Body parse(const std::vector<Token>& tokens) { return Parser(tokens).parse_all(); }
+Body parse(const std::vector<Token>& tokens, const ParseLimits& limits) { return Parser(tokens, limits).parse_all(); }
 
 }  // namespace ms::jinja

@@ -7,11 +7,13 @@
 
 #include "chat/jinja_ast.h"
 #include "chat/jinja_lexer.h"
+#include "chat/jinja_limits.h"
 
 namespace ms::jinja {
 
-// Throws JinjaError naming the construct and line on a syntax error or an
-// unsupported tag (extends, include, import, block).
-Body parse(const std::vector<Token>& tokens);
+// Throws JinjaError naming the construct and line on a syntax error, an
+// unsupported tag (extends, include, import, block), or nesting past `limits`
+// (so neither this parser nor the tree's users recurse without bound).
+Body parse(const std::vector<Token>& tokens, const ParseLimits& limits = {});
 
 }  // namespace ms::jinja

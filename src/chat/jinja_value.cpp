@@ -6,8 +6,106 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <type_traits>
+
+#include "chat/jinja_limits.h"
 
 namespace ms::jinja {
+namespace {
+
+// shared_ptr deleter that gives a value's bytes back to the budget it was
+// charged to (nullptr: made outside a render, not charged). update_charge()
+// rewrites `bytes` in place when a container grows or shrinks.
+template <typename T>
+struct Charged {
+  RenderBudget* budget = nullptr;
+  size_t bytes = 0;
+  void operator()(T* p) const {
+    if (budget) budget->release(bytes);
+    delete p;
+  }
+};
+
+size_t cost_of(const std::string& s) { return sizeof(std::string) + s.size(); }
+size_t cost_of(const Array& a) { return sizeof(Array) + a.size() * sizeof(Value); }
+size_t cost_of(const Object& o) {
+  size_t n = sizeof(Object) + o.size() * (sizeof(std::pair<std::string, Value>) + sizeof(std::string));
+  for (const auto& kv : o.items()) n += kv.first.size();
+  return n;
+}
+
+template <typename T>
+std::shared_ptr<T> make_charged(T&& v) {
+  RenderBudget* b = RenderBudget::current();
+  size_t bytes = 0;
+  if (b) {
+    bytes = cost_of(v);
+    b->acquire(bytes);
+  }
+  T* p;
+  try {
+    p = new T(std::move(v));
+  } catch (...) {
+    if (b) b->release(bytes);
+    throw;
+  }
+  std::shared_ptr<T> sp(p, Charged<T>{b, bytes});  // on failure the deleter runs
+  if constexpr (!std::is_same_v<T, std::string>) {
+    if (b) b->track(sp);
+  }
+  return sp;
+}
+
+template <typename T>
+void recharge(const std::shared_ptr<T>& p) {
+  auto* d = std::get_deleter<Charged<T>>(p);
+  if (!d || !d->budget) return;
+  const size_t now = cost_of(*p);
+  if (now > d->bytes) d->budget->acquire(now - d->bytes);
+  else d->budget->release(d->bytes - now);
+  d->bytes = now;
+}
+
+int max_value_depth() {
+  RenderBudget* b = RenderBudget::current();
+  return b ? b->limits().max_value_depth : RenderLimits{}.max_value_depth;
+}
+
+}  // namespace
+
+void check_value_depth(int depth) {
+  if (depth > max_value_depth()) {
+    throw LimitError("template render limit: a value nested deeper than " + std::to_string(max_value_depth()) +
+                     " levels (a list or dict that contains itself?)");
+  }
+}
+
+Value::Value(std::string s) : kind_(Kind::kString) {
+  budget_check_string(s.size());
+  str_ = make_charged(std::move(s));
+}
+// Building a container costs a step per item, so work that makes big lists
+// in a loop (range(10**6) inside a loop) runs out of steps, not of time.
+Value::Value(Array a) : kind_(Kind::kArray) {
+  budget_check_items(a.size());
+  budget_step(static_cast<int64_t>(a.size()));
+  arr_ = make_charged(std::move(a));
+}
+Value::Value(Object o) : kind_(Kind::kObject) {
+  budget_check_items(o.size());
+  budget_step(static_cast<int64_t>(o.size()));
+  obj_ = make_charged(std::move(o));
+}
+
+void Value::update_charge() const {
+  if (kind_ == Kind::kArray) {
+    budget_check_items(arr_->size());
+    recharge(arr_);
+  } else if (kind_ == Kind::kObject) {
+    budget_check_items(obj_->size());
+    recharge(obj_);
+  }
+}
 
 const Value* Object::find(const std::string& key) const {
   for (const auto& kv : items_) if (kv.first == key) return &kv.second;
@@ -16,6 +114,11 @@ const Value* Object::find(const std::string& key) const {
 Value* Object::find(const std::string& key) {
   for (auto& kv : items_) if (kv.first == key) return &kv.second;
   return nullptr;
+}
+size_t Object::size() const { return items_.size(); }
+void Object::clear() {
+  items_.clear();
+  typed_keys_.clear();
 }
 void Object::set(const std::string& key, Value v) {
   if (Value* p = find(key)) { *p = std::move(v); return; }
@@ -53,7 +156,8 @@ Value Value::function(std::string name, NativeFunction fn) {
 }
 
 template <typename Json>
-static Value value_from_json(const Json& j) {
+static Value value_from_json(const Json& j, int depth) {
+  check_value_depth(depth);
   switch (j.type()) {
     case nlohmann::json::value_t::null: return Value::none();
     case nlohmann::json::value_t::boolean: return Value(j.template get<bool>());
@@ -64,23 +168,30 @@ static Value value_from_json(const Json& j) {
     case nlohmann::json::value_t::array: {
       Array a;
       a.reserve(j.size());
-      for (const auto& e : j) a.push_back(value_from_json(e));
+      for (const auto& e : j) a.push_back(value_from_json(e, depth + 1));
       return Value(std::move(a));
     }
     case nlohmann::json::value_t::object: {
       Object o;
-      for (auto it = j.begin(); it != j.end(); ++it) o.set(it.key(), value_from_json(it.value()));
+      // JSON keys are unique: append without Object::set's linear search.
+      for (auto it = j.begin(); it != j.end(); ++it) o.items().emplace_back(it.key(), value_from_json(it.value(), depth + 1));
       return Value(std::move(o));
     }
     default: return Value::none();
   }
 }
 
-Value Value::from_json(const nlohmann::json& j) { return value_from_json(j); }
-Value Value::from_json(const nlohmann::ordered_json& j) { return value_from_json(j); }
+Value Value::from_json(const nlohmann::json& j) { return value_from_json(j, 0); }
+Value Value::from_json(const nlohmann::ordered_json& j) { return value_from_json(j, 0); }
 
 int64_t Value::as_int() const {
-  if (kind_ == Kind::kFloat) return static_cast<int64_t>(float_);
+  if (kind_ == Kind::kFloat) {
+    // Python int(x) truncates; NaN and values past int64 have no integer here.
+    if (!(float_ >= -9223372036854775808.0 && float_ < 9223372036854775808.0)) {
+      throw JinjaError("cannot convert float " + format_double(float_) + " to integer");
+    }
+    return static_cast<int64_t>(float_);
+  }
   return int_;
 }
 double Value::as_double() const {
@@ -166,7 +277,10 @@ std::string Value::to_str(ReprStyle style) const {
   }
 }
 
-std::string Value::repr(ReprStyle style) const {
+std::string Value::repr(ReprStyle style) const { return repr_at(style, 0); }
+
+std::string Value::repr_at(ReprStyle style, int depth) const {
+  check_value_depth(depth);
   if (style == ReprStyle::kHfJs) {
     if (kind_ == Kind::kUndefined) return "undefined";
     if (kind_ == Kind::kFunction) return "[Function]";
@@ -177,7 +291,8 @@ std::string Value::repr(ReprStyle style) const {
         out = "[";
         for (size_t i = 0; i < arr_->size(); ++i) {
           if (i) out += ", ";
-          out += (*arr_)[i].repr(style);
+          out += (*arr_)[i].repr_at(style, depth + 1);
+          budget_check_string(out.size());
         }
         return out + "]";
       }
@@ -186,7 +301,8 @@ std::string Value::repr(ReprStyle style) const {
       for (const auto& kv : obj_->items()) {
         if (!first) out += ", ";
         first = false;
-        out += to_json_text(Value(kv.first), 0, false, false) + ": " + kv.second.repr(style);
+        out += to_json_text(Value(kv.first), 0, false, false) + ": " + kv.second.repr_at(style, depth + 1);
+        budget_check_string(out.size());
       }
       return out + "}";
     }
@@ -199,7 +315,8 @@ std::string Value::repr(ReprStyle style) const {
       std::string out = is_tuple_ ? "(" : "[";
       for (size_t i = 0; i < arr_->size(); ++i) {
         if (i) out += ", ";
-        out += (*arr_)[i].repr(style);
+        out += (*arr_)[i].repr_at(style, depth + 1);
+        budget_check_string(out.size());
       }
       if (is_tuple_ && arr_->size() == 1) out += ",";
       return out + (is_tuple_ ? ")" : "]");
@@ -210,7 +327,8 @@ std::string Value::repr(ReprStyle style) const {
       for (const auto& kv : obj_->items()) {
         if (!first) out += ", ";
         first = false;
-        out += obj_->key_value(kv.first).repr(style) + ": " + kv.second.repr(style);
+        out += obj_->key_value(kv.first).repr_at(style, depth + 1) + ": " + kv.second.repr_at(style, depth + 1);
+        budget_check_string(out.size());
       }
       return out + (obj_->is_namespace ? "}>" : "}");
     }
@@ -219,27 +337,10 @@ std::string Value::repr(ReprStyle style) const {
   }
 }
 
-nlohmann::json Value::to_json() const {
-  switch (kind_) {
-    case Kind::kBool: return int_ != 0;
-    case Kind::kInt: return int_;
-    case Kind::kFloat: return float_;
-    case Kind::kString: return *str_;
-    case Kind::kArray: {
-      nlohmann::json j = nlohmann::json::array();
-      for (const auto& e : *arr_) j.push_back(e.to_json());
-      return j;
-    }
-    case Kind::kObject: {
-      nlohmann::json j = nlohmann::json::object();
-      for (const auto& kv : obj_->items()) j[kv.first] = kv.second.to_json();
-      return j;
-    }
-    default: return nullptr;
-  }
-}
+bool Value::equals(const Value& o) const { return equals_at(o, 0); }
 
-bool Value::equals(const Value& o) const {
+bool Value::equals_at(const Value& o, int depth) const {
+  check_value_depth(depth);
   if (is_number() && o.is_number()) {
     if (kind_ == Kind::kFloat || o.kind_ == Kind::kFloat) return as_double() == o.as_double();
     return int_ == o.int_;
@@ -250,7 +351,8 @@ bool Value::equals(const Value& o) const {
     case Kind::kString: return *str_ == *o.str_;
     case Kind::kArray: {
       if (arr_->size() != o.arr_->size()) return false;
-      for (size_t i = 0; i < arr_->size(); ++i) if (!(*arr_)[i].equals((*o.arr_)[i])) return false;
+      if (arr_ == o.arr_) return true;
+      for (size_t i = 0; i < arr_->size(); ++i) if (!(*arr_)[i].equals_at((*o.arr_)[i], depth + 1)) return false;
       return true;
     }
     case Kind::kObject: {
@@ -258,7 +360,7 @@ bool Value::equals(const Value& o) const {
       if (obj_->size() != o.obj_->size()) return false;
       for (const auto& kv : obj_->items()) {
         const Value* p = o.obj_->find(kv.first);
-        if (!p || !kv.second.equals(*p)) return false;
+        if (!p || !kv.second.equals_at(*p, depth + 1)) return false;
       }
       return true;
     }
@@ -267,7 +369,10 @@ bool Value::equals(const Value& o) const {
   }
 }
 
-bool Value::less(const Value& o) const {
+bool Value::less(const Value& o) const { return less_at(o, 0); }
+
+bool Value::less_at(const Value& o, int depth) const {
+  check_value_depth(depth);
   if (is_number() && o.is_number()) {
     if (kind_ == Kind::kFloat || o.kind_ == Kind::kFloat) return as_double() < o.as_double();
     return int_ < o.int_;
@@ -276,8 +381,8 @@ bool Value::less(const Value& o) const {
   if (is_array() && o.is_array()) {
     size_t n = std::min(arr_->size(), o.arr_->size());
     for (size_t i = 0; i < n; ++i) {
-      if ((*arr_)[i].less((*o.arr_)[i])) return true;
-      if ((*o.arr_)[i].less((*arr_)[i])) return false;
+      if ((*arr_)[i].less_at((*o.arr_)[i], depth + 1)) return true;
+      if ((*o.arr_)[i].less_at((*arr_)[i], depth + 1)) return false;
     }
     return arr_->size() < o.arr_->size();
   }
@@ -355,7 +460,10 @@ static void json_string(std::string& out, const std::string& s, bool ensure_asci
 
 static void json_write(std::string& out, const Value& v, int indent, int depth, bool sort_keys, bool ensure_ascii,
                        const std::string& item_sep, const std::string& key_sep) {
+  check_value_depth(depth);
+  budget_check_string(out.size());
   auto newline = [&](int d) {
+    budget_check_string(out.size() + 1 + static_cast<size_t>(indent) * d);
     out += '\n';
     out.append(static_cast<size_t>(indent) * d, ' ');
   };

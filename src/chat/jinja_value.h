@@ -2,7 +2,7 @@
 // A Value is undefined, none, bool, int64, double, string, array, object
 // (insertion-ordered) or a callable. Arrays and objects are shared by reference,
 // as in Python, so `list.append(x)` and `{% set ns.x = 1 %}` mutate in place.
-// Values convert to and from nlohmann::json, and print like Python's str().
+// Values convert from nlohmann::json, and print like Python's str().
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,13 @@ class JinjaError : public std::runtime_error {
   int line_;
 };
 
+// A render limit was hit (jinja_limits.h): the template (or its input) asked
+// for more than a render may cost, as opposed to a mistake in the template.
+class LimitError : public JinjaError {
+ public:
+  using JinjaError::JinjaError;
+};
+
 // How containers, booleans and None print: Python's str() (what transformers
 // renders) or @huggingface/jinja's JavaScript rendering (JSON-like), kept for
 // byte-exact comparison against that reference.
@@ -43,7 +50,8 @@ class Object {
   Value* find(const std::string& key);
   void set(const std::string& key, Value v);
   bool erase(const std::string& key);
-  size_t size() const { return items_.size(); }
+  void clear();
+  size_t size() const;
   std::vector<std::pair<std::string, Value>>& items() { return items_; }
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
   // Dict literals may use non-string keys ({4096: 512}); entries are stored
@@ -76,10 +84,12 @@ class Value {
   Value(int v) : kind_(Kind::kInt), int_(v) {}
   Value(int64_t v) : kind_(Kind::kInt), int_(v) {}
   Value(double v) : kind_(Kind::kFloat), float_(v) {}
-  Value(std::string s) : kind_(Kind::kString), str_(std::make_shared<std::string>(std::move(s))) {}
+  // Strings, lists and dicts made during a render are charged to its
+  // RenderBudget (size limits, live bytes) until the last copy dies.
+  Value(std::string s);
   Value(const char* s) : Value(std::string(s)) {}
-  Value(Array a) : kind_(Kind::kArray), arr_(std::make_shared<Array>(std::move(a))) {}
-  Value(Object o) : kind_(Kind::kObject), obj_(std::make_shared<Object>(std::move(o))) {}
+  Value(Array a);
+  Value(Object o);
   static Value function(std::string name, NativeFunction fn);
   static Value tuple(Array a) { Value v(std::move(a)); v.is_tuple_ = true; return v; }
   // A string marked safe (jinja2's Markup, from `|safe` or `|escape`):
@@ -87,8 +97,12 @@ class Value {
   static Value safe_string(std::string s) { Value v(std::move(s)); v.is_tuple_ = true; return v; }
   bool is_safe() const { return kind_ == Kind::kString && is_tuple_; }
   // From JSON; ordered_json keeps the caller's key order (as Python dicts do).
+  // Nesting past RenderLimits::max_value_depth is a JinjaError.
   static Value from_json(const nlohmann::json& j);
   static Value from_json(const nlohmann::ordered_json& j);
+  // After the list or dict this value holds changed size in place (append,
+  // pop, update ...): re-charges it to the render's budget.
+  void update_charge() const;
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -104,7 +118,7 @@ class Value {
   bool is_function() const { return kind_ == Kind::kFunction; }
 
   bool as_bool() const { return int_ != 0; }
-  int64_t as_int() const;    // bool/int/float -> int64
+  int64_t as_int() const;    // bool/int/float -> int64; a float out of range or NaN is a JinjaError
   double as_double() const;  // bool/int/float -> double
   const std::string& str() const { return *str_; }
   Array& array() const { return *arr_; }
@@ -117,15 +131,19 @@ class Value {
   std::string to_str(ReprStyle style = ReprStyle::kPython) const;
   // Python repr(): strings quoted; used inside containers.
   std::string repr(ReprStyle style = ReprStyle::kPython) const;
-  nlohmann::json to_json() const;  // undefined -> null, functions -> null
   const char* type_name() const;
 
   // Python ==, with 1 == 1.0 == True.
   bool equals(const Value& other) const;
   // Python <; throws JinjaError for unorderable types.
   bool less(const Value& other) const;
+  // The walks above (and tojson) stop with a JinjaError past
+  // RenderLimits::max_value_depth: a list may contain itself.
 
  private:
+  std::string repr_at(ReprStyle style, int depth) const;
+  bool equals_at(const Value& other, int depth) const;
+  bool less_at(const Value& other, int depth) const;
   struct Function {
     std::string name;
     NativeFunction fn;
@@ -142,6 +160,8 @@ class Value {
 
 // Python float repr: shortest round-trip, always with a '.', 'e' or 'inf'.
 std::string format_double(double d);
+// Throws JinjaError when `depth` (0 at the top) passes max_value_depth.
+void check_value_depth(int depth);
 // JSON text of `v` like Python's json.dumps(ensure_ascii=False): ", " / ": "
 // separators by default, "," / ": " with an indent; sort_keys optional.
 std::string to_json_text(const Value& v, int indent, bool sort_keys, bool ensure_ascii,

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "core/json_parse.h"
+
 namespace ms::tool_call_detail {
 namespace {
 
@@ -20,9 +22,9 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 
 bool decode_json_string(const std::string& raw, std::string* out) {
   if (raw.empty() || raw.front() != '"') return false;
-  nlohmann::json j = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_string()) return false;
-  *out = j.get<std::string>();
+  auto j = parse_json(raw);
+  if (!j.is_ok() || !j->is_string()) return false;
+  *out = j->get<std::string>();
   return true;
 }
 

@@ -56,6 +56,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   if (std::filesystem::exists(dir + "/tokenizer.json")) {
     auto t = Tokenizer::load(dir);
     if (!t.is_ok()) return fail(t.status());
+    if (Status s = t->check_fits_vocab((*model)->config.vocab_size, dir + "/config.json"); !s.is_ok()) return fail(s);
     tok = std::move(*t);
   }
   std::vector<int32_t> prompt;

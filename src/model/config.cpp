@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/json_parse.h"
+
 namespace ms {
 
 using nlohmann::json;
@@ -406,11 +408,13 @@ Result<ModelConfig> ModelConfig::from_json(const json& j, const std::string& sou
 }
 
 Result<ModelConfig> ModelConfig::from_file(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(path + ": cannot open");
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return invalid_argument(path + ": not valid JSON");
-  return from_json(j, path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto j = parse_json(text.str());
+  if (!j.is_ok()) return invalid_argument(path + ": not valid JSON (" + j.status().message() + ")");
+  return from_json(*j, path);
 }
 
 Status ModelConfig::validate() const {

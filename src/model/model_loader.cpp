@@ -1,8 +1,13 @@
 #include "model/model_loader.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/json_parse.h"
+#include "model/weight_check.h"
 
 namespace ms {
 
@@ -13,9 +18,13 @@ Result<std::unique_ptr<LoadedModel>> load_model(const std::string& dir,
   // generation_config.json may override eos (HF generation uses it).
   std::string gen = dir + "/generation_config.json";
   if (std::filesystem::exists(gen)) {
-    std::ifstream in(gen);
-    auto j = nlohmann::json::parse(in, nullptr, false);
-    if (!j.is_discarded() && j.is_object() && j.contains("eos_token_id")) {
+    std::ifstream in(gen, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto parsed = parse_json(text.str());
+    if (!parsed.is_ok()) return invalid_argument(gen + ": not valid JSON (" + parsed.status().message() + ")");
+    const nlohmann::json& j = *parsed;
+    if (j.is_object() && j.contains("eos_token_id")) {
       const auto& e = j["eos_token_id"];
       std::vector<int> ids;
       if (e.is_number_integer()) ids.push_back(e.get<int>());
@@ -29,6 +38,14 @@ Result<std::unique_ptr<LoadedModel>> load_model(const std::string& dir,
   }
   MS_ASSIGN_OR_RETURN(m->checkpoint, Checkpoint::open(dir, progress));
   MS_ASSIGN_OR_RETURN(m->weights, bind_weights(m->config, *m->checkpoint));
+  FiniteCheckStats st;
+  MS_RETURN_IF_ERROR(check_finite(*m->checkpoint, 0, &st));
+  if (progress) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "weights are finite: %.2f GB checked in %.2f s (%.1f GB/s, %d threads)",
+                  st.bytes / 1e9, st.seconds, st.seconds > 0 ? st.bytes / 1e9 / st.seconds : 0.0, st.threads);
+    progress(line);
+  }
   return m;
 }
 

@@ -13,6 +13,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/json_parse.h"
+
 namespace ms {
 
 using nlohmann::json;
@@ -82,51 +84,73 @@ class MappedFile {
 
 Checkpoint::~Checkpoint() = default;
 
-Status Checkpoint::add_file(const std::string& path) {
-  MS_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
-  if (file->size() < 8) return data_loss(path + ": truncated (no safetensors header)");
+Result<std::vector<TensorInfo>> parse_safetensors(const uint8_t* bytes, size_t size, const std::string& path) {
+  if (size < 8) return data_loss(path + ": truncated (no safetensors header)");
   uint64_t hlen = 0;
-  std::memcpy(&hlen, file->data(), 8);
-  if (hlen > file->size() - 8 || hlen > (100u << 20))
+  std::memcpy(&hlen, bytes, 8);
+  if (hlen > size - 8 || hlen > kMaxSafetensorsHeaderBytes)
     return data_loss(path + ": corrupt header (header length " + std::to_string(hlen) + " exceeds the file size " +
-                     std::to_string(file->size()) + ")");
-  std::string_view hdr(reinterpret_cast<const char*>(file->data()) + 8, hlen);
-  json h = json::parse(hdr, nullptr, false);
-  if (h.is_discarded() || !h.is_object()) return data_loss(path + ": corrupt header (not a JSON object)");
-  const uint8_t* base = file->data() + 8 + hlen;
-  size_t data_size = file->size() - 8 - hlen;
-  for (auto& [name, v] : h.items()) {
+                     std::to_string(size) + ")");
+  std::string_view hdr(reinterpret_cast<const char*>(bytes) + 8, hlen);
+  auto parsed = parse_json(hdr);
+  if (!parsed.is_ok()) return data_loss(path + ": corrupt header (" + parsed.status().message() + ")");
+  const json& h = *parsed;
+  if (!h.is_object()) return data_loss(path + ": corrupt header (not a JSON object)");
+  const uint8_t* base = bytes + 8 + hlen;
+  const uint64_t data_size = size - 8 - hlen;
+  std::vector<TensorInfo> out;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    const std::string& name = it.key();
+    const json& v = it.value();
     if (name == "__metadata__") continue;
     std::string where = path + ": tensor '" + name + "'";
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets") ||
-        !v["dtype"].is_string() || !v["shape"].is_array() || !v["data_offsets"].is_array() ||
-        v["data_offsets"].size() != 2)
+    auto dtype = v.is_object() ? v.find("dtype") : v.end();
+    auto shape = v.is_object() ? v.find("shape") : v.end();
+    auto offsets = v.is_object() ? v.find("data_offsets") : v.end();
+    if (!v.is_object() || dtype == v.end() || shape == v.end() || offsets == v.end() || !dtype->is_string() ||
+        !shape->is_array() || !offsets->is_array() || offsets->size() != 2)
       return data_loss(where + ": malformed header entry");
     TensorInfo t;
     t.name = name;
     t.file = path;
-    auto dt = parse_safetensors_dtype(v["dtype"]);
+    auto dt = parse_safetensors_dtype(dtype->get<std::string>());
     if (!dt.is_ok()) return dt.status().with_context(where);
     t.dtype = *dt;
-    for (auto& d : v["shape"]) {
+    // The byte count is computed with overflow checks: a shape whose product
+    // wraps around could otherwise match a tiny data range.
+    uint64_t nbytes = dtype_size(t.dtype);
+    for (const json& d : *shape) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0) return data_loss(where + ": bad shape");
       t.shape.push_back(d.get<int64_t>());
+      if (__builtin_mul_overflow(nbytes, static_cast<uint64_t>(t.shape.back()), &nbytes))
+        return data_loss(where + ": shape " + t.shape_str() + " overflows");
     }
-    auto& off = v["data_offsets"];
-    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) return data_loss(where + ": bad data_offsets");
-    uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
+    const json& b_j = (*offsets)[0];
+    const json& e_j = (*offsets)[1];
+    if (!b_j.is_number_unsigned() || !e_j.is_number_unsigned()) return data_loss(where + ": bad data_offsets");
+    uint64_t b = b_j.get<uint64_t>(), e = e_j.get<uint64_t>();
     if (b > e) return data_loss(where + ": data_offsets are reversed");
     if (e > data_size)
       return data_loss(where + ": data ends at byte " + std::to_string(e) + " but the file holds " +
                        std::to_string(data_size) + " data bytes (truncated shard?)");
-    if (e - b != static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype))
+    if (e - b != nbytes)
       return data_loss(where + ": byte size " + std::to_string(e - b) + " does not match dtype " +
                        dtype_name(t.dtype) + " and shape " + t.shape_str());
     t.data = base + b;
     t.nbytes = e - b;
-    if (tensors_.count(name)) return data_loss(where + ": tensor appears twice in the checkpoint");
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Status Checkpoint::add_file(const std::string& path) {
+  MS_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
+  MS_ASSIGN_OR_RETURN(std::vector<TensorInfo> infos, parse_safetensors(file->data(), file->size(), path));
+  for (TensorInfo& t : infos) {
+    if (tensors_.count(t.name)) return data_loss(path + ": tensor '" + t.name + "': tensor appears twice in the checkpoint");
     total_bytes_ += t.nbytes;
-    tensors_.emplace(name, std::move(t));
+    std::string name = t.name;
+    tensors_.emplace(std::move(name), std::move(t));
   }
   files_.push_back(std::move(file));
   return Status::ok();
@@ -140,9 +164,12 @@ Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& dir,
   std::string index = dir + "/model.safetensors.index.json";
   std::string single = dir + "/model.safetensors";
   if (fs::exists(index)) {
-    std::ifstream in(index);
-    json j = json::parse(in, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    std::ifstream in(index, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto parsed = parse_json(text.str());
+    json j = parsed.is_ok() ? std::move(parsed.value()) : json();
+    if (!parsed.is_ok() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       return data_loss(index + ": corrupt index (needs a weight_map object)");
     std::set<std::string> shards;
     for (auto& [name, file] : j["weight_map"].items()) {

@@ -69,4 +69,12 @@ class SafetensorsWriter {
 
 Result<DType> parse_safetensors_dtype(const std::string& s);
 
+// Largest JSON header accepted (real checkpoints: ~100 KB per shard).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100u << 20;
+
+// Parses a safetensors file image (u64 little-endian header length, JSON
+// header, data) and checks every entry's dtype, shape and data range against
+// the image's size. `data` pointers point into `bytes`; `path` labels errors.
+Result<std::vector<TensorInfo>> parse_safetensors(const uint8_t* bytes, size_t size, const std::string& path);
+
 }  // namespace ms

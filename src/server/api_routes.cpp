@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "chat/chat_prompt.h"
+#include "core/json_parse.h"
 #include "core/log.h"
 #include "server/responses.h"
 
@@ -36,13 +38,19 @@ ApiError shutdown_error() {
 }
 
 // Parses the body as JSON (its size was bounded as it was read); a malformed
-// one is a 400.
+// one is a 400. Bounded parse: nesting past kMaxJsonDepth is a 400 here, so
+// no later walk over the body (copies, dumps, the chat template) can recurse
+// deeper.
 bool parse_body(const HttpRequest& req, Exchange& ex, Json* out) {
-  *out = Json::parse(req.body, nullptr, false);
-  if (out->is_discarded()) {
-    send_error(ex, bad_request("Malformed JSON in the request body", "", "invalid_json"));
+  auto parsed = parse_ordered_json(req.body);
+  if (!parsed.is_ok()) {
+    const bool deep = is_json_too_deep(parsed.status());
+    send_error(ex, bad_request((deep ? "Request body rejected: " : "Malformed JSON in the request body: ") +
+                                   parsed.status().message(),
+                               "", deep ? "json_too_deep" : "invalid_json"));
     return false;
   }
+  *out = std::move(parsed.value());
   return true;
 }
 
@@ -131,9 +139,13 @@ void tokenize(ServerContext& ctx, const HttpRequest& req, Exchange& ex) {
     context["add_generation_prompt"] = gr.add_generation_prompt;
     context["bos_token"] = ctx.tokenizer->bos_token();
     context["eos_token"] = ctx.tokenizer->eos_token();
-    auto text = ctx.chat_template->render(context);
-    if (!text.is_ok()) return send_error(ex, bad_request("chat template error: " + text.status().message(), "messages"));
-    ids = ctx.tokenizer->encode(text.value(), false);
+    ChatPromptOptions po;
+    po.special_tokens_in_content = ctx.special_tokens_in_content;
+    auto prompt = render_chat_prompt(*ctx.chat_template, *ctx.tokenizer, std::move(context), po);
+    if (!prompt.is_ok()) {
+      return send_error(ex, bad_request("chat template error: " + prompt.status().message(), "messages"));
+    }
+    ids = std::move(prompt->ids);
   } else {
     return send_error(ex, bad_request("'prompt' or 'messages' is required", "prompt", "missing_required_parameter"));
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "chat/chat_prompt.h"
 #include "core/log.h"
 #include "server/responses_stream.h"
 
@@ -159,10 +160,12 @@ ApiError Generation::prepare_prompts(std::vector<std::vector<int32_t>>* prompts,
     context["add_generation_prompt"] = req_.add_generation_prompt;
     context["bos_token"] = tok.bos_token();
     context["eos_token"] = tok.eos_token();
-    auto text = ctx_.chat_template->render(context);
-    if (!text.is_ok()) return bad_request("chat template error: " + text.status().message(), param);
-    prompts->push_back(tok.encode(text.value(), /*add_special_tokens=*/false, /*parse_special=*/true));
-    texts->push_back(std::move(text.value()));
+    ChatPromptOptions po;
+    po.special_tokens_in_content = ctx_.special_tokens_in_content;
+    auto prompt = render_chat_prompt(*ctx_.chat_template, tok, std::move(context), po);
+    if (!prompt.is_ok()) return bad_request("chat template error: " + prompt.status().message(), param);
+    prompts->push_back(std::move(prompt->ids));
+    texts->push_back(std::move(prompt->text));
   } else {
     for (const auto& p : req_.prompts) {
       if (p.is_tokens) {

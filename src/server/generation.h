@@ -37,6 +37,7 @@ struct ServerContext {
   ProtocolLimits limits;
   int poll_ms = 50;                     // channel wait granularity
   StructuredOutputCache structured_outputs;  // compiled response_format / strict-tool grammars
+  bool special_tokens_in_content = false;  // chat_prompt.h: client text may carry control tokens
   std::atomic<bool> shutting_down{false};
   ResponseStore response_store;         // Responses API: stored responses (store: true)
   // Unix time the server started: the model's `created` in /v1/models.

@@ -50,6 +50,11 @@ std::string hex(size_t n) {
 }  // namespace
 
 ServerCore::ServerCore(HttpOptions o) : options(std::move(o)), pool(options.threads) {
+  if (!options.api_key.empty()) {
+    auto k = Secret::create(options.api_key);
+    if (k.is_ok()) api_key = std::move(k.value());
+    else MS_LOG(Error) << "--api-key: " << k.status().message() << "; every request that needs it will be refused";
+  }
   limits.max_body_bytes = options.max_body_bytes;
   limits.max_header_bytes = options.max_header_bytes;
   limits.max_headers = options.max_headers;
@@ -301,7 +306,7 @@ std::optional<HttpResponse> Connection::check_head(const HttpRequest& req) {
     res.set_header("Retry-After", "1");
     return res;
   }
-  if (!o.api_key.empty() && route_->needs_auth && !check_bearer(req.header("Authorization"), o.api_key)) {
+  if (!o.api_key.empty() && route_->needs_auth && !check_bearer(req.header("Authorization"), core_.api_key)) {
     HttpResponse res = error_response(401, "Missing or invalid API key (expected 'Authorization: Bearer <key>')",
                                       "invalid_api_key", "authentication_error");
     res.set_header("WWW-Authenticate", "Bearer");

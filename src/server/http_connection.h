@@ -46,6 +46,7 @@ struct ServerCore {
   const Route* find_route(const HttpRequest& req, std::string* methods) const;
 
   HttpOptions options;
+  Secret api_key;  // options.api_key, zero-padded once: comparing it never depends on its length
   RequestLimits limits;
   std::vector<Route> routes;  // fixed once serving
   std::function<void(const HttpRequest&, int)> observer;

@@ -26,12 +26,10 @@ const char* server_state_name(ServerState s) {
   return "?";
 }
 
-bool check_bearer(const std::string& header, const std::string& key) {
-  const std::string want = "Bearer " + key;
-  if (header.size() != want.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(header[i] ^ want[i]);
-  return diff == 0;
+bool check_bearer(const std::string& header, const Secret& key) {
+  static constexpr std::string_view kPrefix = "Bearer ";
+  if (header.compare(0, kPrefix.size(), kPrefix) != 0) return false;  // the client's own bytes only
+  return key.matches(std::string_view(header).substr(kPrefix.size()));
 }
 
 // Member order matters: io is destroyed before core, because destroying it

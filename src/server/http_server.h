@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/secret_compare.h"
 #include "core/status.h"
 #include "server/cors.h"
 #include "server/http_message.h"
@@ -166,7 +167,8 @@ class HttpServer {
   int port_ = 0;
 };
 
-// Constant-time comparison of the Authorization header against "Bearer <key>".
-bool check_bearer(const std::string& header, const std::string& key);
+// Whether the Authorization header is "Bearer <key>", in time that says
+// nothing about the key (core/secret_compare.h).
+bool check_bearer(const std::string& header, const Secret& key);
 
 }  // namespace ms::server

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "core/json_parse.h"
 #include "core/log.h"
 #include "sampling/sampler.h"
 #include "server/request_fields.h"
@@ -462,8 +463,13 @@ ApiError normalize_tool_calls(const Json& calls, const std::string& where, Json*
     if (a != fn->end() && !a->is_null()) {
       if (a->is_string()) {
         // Templates expect a mapping (transformers' convention); keep the text if it is not JSON.
-        Json parsed = Json::parse(a->get<std::string>(), nullptr, false);
-        args = parsed.is_discarded() ? *a : parsed;
+        // Bounded like the body: the template walks what is parsed here.
+        auto parsed = parse_ordered_json(a->get<std::string>());
+        if (!parsed.is_ok() && is_json_too_deep(parsed.status())) {
+          return bad_request("'" + p + ".function.arguments': " + parsed.status().message(),
+                             p + ".function.arguments", "json_too_deep");
+        }
+        args = parsed.is_ok() ? std::move(parsed.value()) : *a;
       } else if (a->is_object()) {
         args = *a;
       } else {

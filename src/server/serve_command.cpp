@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -19,8 +20,11 @@
 #include <mutex>
 #include <thread>
 
+#include "chat/chat_prompt.h"
 #include "core/flags.h"
+#include "core/json_parse.h"
 #include "core/log.h"
+#include "core/secret_compare.h"
 #include "model/model_loader.h"
 #include "ref/ref_backend.h"
 #include "scheduler/engine_impl.h"
@@ -35,7 +39,9 @@ Flags serve_flags() {
   f.add("model", "checkpoint directory (config.json, *.safetensors, tokenizer.json)")
       .add("host", "address to bind (default loopback only)", "127.0.0.1")
       .add("port", "TCP port (0: any free port, printed at start)", "8000")
-      .add("api-key", "require 'Authorization: Bearer KEY' on all endpoints but /health (env MEGASERVE_API_KEY)")
+      .add("api-key", "require 'Authorization: Bearer KEY' on all endpoints but /health; visible in ps: "
+                      "prefer --api-key-file or the environment variable MEGASERVE_API_KEY")
+      .add("api-key-file", "read the API key from this file (trailing newline stripped)")
       .add("served-model-name", "model id in the API (default: the model directory's name)")
       .add("backend", "ref (fp32 CPU) or cuda (GPU; 'layered' is accepted as its old name)", "ref")
       .add("decode-backend", "cuda: decode steps on the megakernel or the layered kernels", "layered")
@@ -48,6 +54,8 @@ Flags serve_flags() {
       .add("no-prefix-caching", "disable prefix caching", "", true)
       .add("tool-call-parser", "auto, none, hermes, cohere or llama3_json", "auto")
       .add("chat-template", "a Jinja chat template file overriding the tokenizer's")
+      .add("special-tokens-in-content", "tokenize control-token text in message content as control tokens "
+                                        "(the old behaviour; lets a client inject roles)", "", true)
       .add("threads", "CPU threads of the ref backend (0: all)", "0")
       .add("http-threads", "requests computed at once (generation, tokenize; streams included); more get 503",
            "256")
@@ -153,7 +161,7 @@ std::string ServeConfig::summary() const {
     << " max_headers=" << http.max_headers << " header_timeout_s=" << http.header_timeout_s
     << " timeout_s=" << http.request_timeout_s << " keep_alive_timeout_s=" << http.keep_alive_timeout_s
     << " shutdown_timeout_s=" << shutdown_timeout_s << " allowed_origins=" << http.cors.describe()
-    << " log_level=" << log_level;
+    << " log_level=" << log_level << " special_tokens_in_content=" << (special_tokens_in_content ? "on" : "off");
   return o.str();
 }
 
@@ -231,9 +239,24 @@ Result<ServeConfig> parse_serve_args(const std::vector<std::string>& args, bool*
   c.chat_template_file = f.str("chat-template");
   c.log_level = f.str("log-level");
   MS_RETURN_IF_ERROR(parse_log_level(c.log_level).status());
-  c.http.api_key = f.str("api-key");
-  if (c.http.api_key.empty()) {
-    if (const char* env = std::getenv("MEGASERVE_API_KEY")) c.http.api_key = env;
+  c.special_tokens_in_content = f.boolean("special-tokens-in-content");
+  const char* env_key = std::getenv("MEGASERVE_API_KEY");
+  if (f.has("api-key") && f.has("api-key-file")) return invalid_argument("give one of --api-key and --api-key-file");
+  if (f.has("api-key-file")) {
+    auto text = read_text(f.str("api-key-file"));
+    if (!text.is_ok()) return flag_error("api-key-file", text.status());
+    std::string key = std::move(text.value());
+    while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+    if (key.empty()) return invalid_argument("--api-key-file: " + f.str("api-key-file") + " is empty");
+    c.http.api_key = std::move(key);
+  } else if (f.has("api-key")) {
+    c.http.api_key = f.str("api-key");
+    if (c.http.api_key.empty()) return invalid_argument("--api-key must not be empty");
+  } else if (env_key && *env_key) {
+    c.http.api_key = env_key;
+  }
+  if (!c.http.api_key.empty()) {
+    if (auto k = Secret::create(c.http.api_key); !k.is_ok()) return flag_error("api-key", k.status());
   }
   return c;
 }
@@ -252,6 +275,11 @@ int run_serve(const std::vector<std::string>& args) {
   const ServeConfig& cfg = parsed.value();
   set_log_level(parse_log_level(cfg.log_level).value());
   MS_LOG(Info) << "serve: " << cfg.summary();
+  if (std::find(args.begin(), args.end(), "--api-key") != args.end() ||
+      std::any_of(args.begin(), args.end(), [](const std::string& a) { return a.rfind("--api-key=", 0) == 0; })) {
+    MS_LOG(Warn) << "--api-key on the command line is visible to every user of this machine (ps); "
+                    "use --api-key-file or MEGASERVE_API_KEY";
+  }
   auto fail = [](const Status& s) {
     MS_LOG(Error) << "serve: " << s.message();
     return 1;
@@ -306,16 +334,34 @@ int run_serve(const std::vector<std::string>& args) {
   progress.set("loading the tokenizer");
   auto tok = Tokenizer::load(cfg.model_dir);
   if (!tok.is_ok()) return fail(tok.status().with_context("loading the tokenizer"));
+  if (Status s = tok->check_fits_vocab((*model)->config.vocab_size, cfg.model_dir + "/config.json"); !s.is_ok()) {
+    return fail(s);
+  }
   std::string template_text = tok->chat_template();
+  ChatTemplateOptions template_options;
+  // Errors name the template by file name (clients see them; the full path
+  // is logged here once).
+  template_options.name = std::filesystem::path(tok->chat_template_source()).filename().string();
   if (!cfg.chat_template_file.empty()) {
     auto t = read_text(cfg.chat_template_file);
     if (!t.is_ok()) return fail(t.status().with_context("--chat-template"));
     template_text = t.value();
+    template_options.name = std::filesystem::path(cfg.chat_template_file).filename().string();
+  }
+  if (!template_text.empty()) {
+    MS_LOG(Info) << "chat template: "
+                 << (cfg.chat_template_file.empty() ? tok->chat_template_source() : cfg.chat_template_file);
   }
   std::optional<ChatTemplate> chat_template;
   if (!template_text.empty()) {
-    auto t = ChatTemplate::create(template_text);
+    auto t = ChatTemplate::create(template_text, template_options);
     if (!t.is_ok()) return fail(t.status().with_context("parsing the chat template"));
+    // A template that runs into the render limits on "Hello" would fail
+    // every request: refuse it now (inspect reports the same).
+    if (auto sample = render_sample_chat(*t, *tok); !sample.is_ok()) {
+      if (sample.status().code() == StatusCode::kResourceExhausted) return fail(sample.status());
+      MS_LOG(Warn) << "a one-message chat does not render: " << sample.status().message();
+    }
     chat_template = std::move(t.value());
   } else {
     MS_LOG(Warn) << "the tokenizer has no chat template: /v1/chat/completions will answer 400";
@@ -324,8 +370,8 @@ int run_serve(const std::vector<std::string>& args) {
   if (cfg.tool_call_parser == "auto") {
     nlohmann::json tcfg = nlohmann::json::object();
     if (auto text = read_text(cfg.model_dir + "/tokenizer_config.json"); text.is_ok()) {
-      tcfg = nlohmann::json::parse(text.value(), nullptr, false);
-      if (tcfg.is_discarded()) tcfg = nlohmann::json::object();
+      auto parsed = parse_json(text.value());
+      if (parsed.is_ok()) tcfg = std::move(parsed.value());
     }
     tool_format = detect_tool_call_format(template_text, tcfg);
   } else {
@@ -353,6 +399,7 @@ int run_serve(const std::vector<std::string>& args) {
   ctx.metrics = &metrics;
   ctx.limits.vocab_size = std::min<int>(tok->vocab_size(), (*model)->config.vocab_size);
   ctx.limits.max_n = kMaxChoices;
+  ctx.special_tokens_in_content = cfg.special_tokens_in_content;
   http.set_state(ServerState::kReady);
   MS_LOG(Info) << "ready: model '" << ctx.model_name << "', max_model_len " << ctx.engine->max_model_len();
 

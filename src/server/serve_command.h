@@ -27,11 +27,14 @@ struct ServeConfig {
   std::string log_level = "info";
   int cpu_threads = 0;                    // ref backend threads (0: all)
   int shutdown_timeout_s = 25;            // SIGTERM: in-flight requests get this long to finish
+  bool special_tokens_in_content = false; // control-token text in messages becomes control tokens
   HttpOptions http;
   std::string summary() const;  // one line, api key redacted
 };
 
-// Parses `serve` flags (env MEGASERVE_API_KEY supplies --api-key). Errors name the flag.
+// Parses `serve` flags. The API key comes from --api-key-file or --api-key
+// (not both; --api-key is visible in `ps`), else the environment variable
+// MEGASERVE_API_KEY. Errors name the flag.
 // *help is set for --help (the usage text is then in the Status message).
 Result<ServeConfig> parse_serve_args(const std::vector<std::string>& args, bool* help);
 

@@ -4,11 +4,13 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
 
+#include "core/json_parse.h"
 #include "tokenizer/unicode.h"
 
 namespace ms {
@@ -43,8 +45,9 @@ class AddedTokenMatcher {
     ++count_;
   }
 
-  std::optional<Match> find(std::string_view s, size_t from, bool allow_special,
-                            const std::vector<AddedToken>& tokens) const {
+  // allowed(index, begin, end): whether token `index` may match s[begin, end).
+  template <typename Allowed>
+  std::optional<Match> find(std::string_view s, size_t from, const Allowed& allowed) const {
     for (size_t i = from; i < s.size(); ++i) {
       if (!first_[static_cast<unsigned char>(s[i])]) continue;
       int node = 0, best = -1;
@@ -54,7 +57,7 @@ class AddedTokenMatcher {
         if (it == edges_.end()) break;
         node = it->second;
         const int t = terminal_[node];
-        if (t >= 0 && (allow_special || !tokens[t].special)) {
+        if (t >= 0 && allowed(t, i, j + 1)) {
           best = t;
           best_end = j + 1;
         }
@@ -71,6 +74,26 @@ class AddedTokenMatcher {
   int count_ = 0;
 };
 
+// Which special tokens encode() may match: all, none, or all but those that
+// overlap a text-only range (byte offsets into the text given to encode();
+// `offset` maps a piece's offsets back to it).
+struct SpecialPolicy {
+  bool all = true;
+  std::span<const TextRange> text_only;  // sorted, not overlapping
+  size_t offset = 0;
+
+  bool overlaps(size_t b, size_t e) const {
+    auto it = std::upper_bound(text_only.begin(), text_only.end(), b + offset,
+                               [](size_t x, const TextRange& r) { return x < r.end; });
+    return it != text_only.end() && it->begin < e + offset;
+  }
+  bool allows(const AddedToken& t, size_t b, size_t e) const {
+    if (!t.special) return true;
+    if (all) return text_only.empty() || !overlaps(b, e);
+    return false;
+  }
+};
+
 Tokenizer::Tokenizer() = default;
 Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
@@ -84,10 +107,10 @@ static Result<std::string> read_file(const std::string& path) {
   return ss.str();
 }
 
-static Result<json> parse_json(std::string_view text, const std::string& name) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return data_loss(name + ": not valid JSON");
-  return j;
+static Result<json> parse_json_file(std::string_view text, const std::string& name) {
+  auto j = parse_json(text);
+  if (!j.is_ok()) return data_loss(name + ": not valid JSON (" + j.status().message() + ")");
+  return std::move(j.value());
 }
 
 // "<s>" or {"content": "<s>", ...} or null -> the token text.
@@ -195,8 +218,21 @@ Status Tokenizer::init_from_json(const json& j) {
   MS_ASSIGN_OR_RETURN(model_, BpeModel::from_json(j["model"]));
   MS_RETURN_IF_ERROR(parse_post_processor(j.value("post_processor", json()), prefix_ids_, suffix_ids_));
   MS_RETURN_IF_ERROR(check_decoder(j.value("decoder", json())));
-  for (const json& a : j.value("added_tokens", json::array())) {
-    MS_ASSIGN_OR_RETURN(AddedToken t, parse_added_token(a, a.value("id", -1)));
+  const json added = j.value("added_tokens", json::array());
+  for (size_t i = 0; i < added.size(); ++i) {
+    const json& a = added[i];
+    // HF stores ids as u32: a negative or non-integer id is a broken file,
+    // not something to renumber silently.
+    int32_t id = -1;
+    if (a.is_object() && a.contains("id")) {
+      const json& v = a["id"];
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) {
+        return invalid_argument("added_tokens[" + std::to_string(i) + "] (" + a.value("content", json()).dump(-1, ' ', false, json::error_handler_t::replace) +
+                                "): id " + v.dump() + " is not a token id (a non-negative integer)");
+      }
+      id = v.get<int32_t>();
+    }
+    MS_ASSIGN_OR_RETURN(AddedToken t, parse_added_token(a, id));
     MS_RETURN_IF_ERROR(add_added_token(std::move(t)));
   }
   return Status::ok();
@@ -208,7 +244,7 @@ Status Tokenizer::load_side_files(const std::string& dir) {
     const std::string p = (fs::path(dir) / name).string();
     if (!fs::exists(p)) return json();
     MS_ASSIGN_OR_RETURN(std::string text, read_file(p));
-    return parse_json(text, p);
+    return parse_json_file(text, p);
   };
   MS_ASSIGN_OR_RETURN(json config, load_opt("tokenizer_config.json"));
   MS_ASSIGN_OR_RETURN(json special_map, load_opt("special_tokens_map.json"));
@@ -216,7 +252,14 @@ Status Tokenizer::load_side_files(const std::string& dir) {
   if (config.is_object()) {
     if (config.contains("added_tokens_decoder") && config["added_tokens_decoder"].is_object()) {
       for (auto it = config["added_tokens_decoder"].begin(); it != config["added_tokens_decoder"].end(); ++it) {
-        const int32_t id = std::stoi(it.key());
+        const std::string& key = it.key();
+        const bool digits = !key.empty() && key.size() <= 10 &&
+                            std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (!digits || std::stoll(key) > INT32_MAX) {
+          return invalid_argument("tokenizer_config.json: added_tokens_decoder key '" + key +
+                                  "' is not a token id (a non-negative integer)");
+        }
+        const int32_t id = static_cast<int32_t>(std::stoll(key));
         const std::string content = it.value().value("content", std::string());
         const bool known = std::any_of(added_.begin(), added_.end(),
                                        [&](const AddedToken& a) { return a.id == id || a.content == content; });
@@ -234,6 +277,7 @@ Status Tokenizer::load_side_files(const std::string& dir) {
       for (const json& t : tmpl)
         if (t.value("name", std::string()) == "default") chat_template_ = t.value("template", std::string());
     }
+    if (!chat_template_.empty()) chat_template_source_ = (fs::path(dir) / "tokenizer_config.json").string();
   }
   if (special_map.is_object()) {
     if (bos_token_.empty()) bos_token_ = token_text(special_map.value("bos_token", json()));
@@ -242,6 +286,7 @@ Status Tokenizer::load_side_files(const std::string& dir) {
   const std::string jinja = (fs::path(dir) / "chat_template.jinja").string();
   if (chat_template_.empty() && fs::exists(jinja)) {
     MS_ASSIGN_OR_RETURN(chat_template_, read_file(jinja));
+    chat_template_source_ = jinja;
   }
   if (gen.is_object()) {
     if (gen.contains("bos_token_id") && gen["bos_token_id"].is_number_integer())
@@ -305,8 +350,9 @@ Status Tokenizer::finalize() {
 }
 
 Result<Tokenizer> Tokenizer::from_json_text(std::string_view json_text, const std::string& name) {
-  MS_ASSIGN_OR_RETURN(json j, parse_json(json_text, name));
+  MS_ASSIGN_OR_RETURN(json j, parse_json_file(json_text, name));
   Tokenizer t;
+  t.source_ = name;
   try {
     MS_RETURN_IF_ERROR(t.init_from_json(j).with_context(name));
     MS_RETURN_IF_ERROR(t.finalize().with_context(name));
@@ -323,9 +369,10 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
   const bool is_dir = fs::is_directory(path, ec);
   const std::string file = is_dir ? (fs::path(path) / "tokenizer.json").string() : path;
   MS_ASSIGN_OR_RETURN(std::string text, read_file(file));
-  MS_ASSIGN_OR_RETURN(json j, parse_json(text, file));
+  MS_ASSIGN_OR_RETURN(json j, parse_json_file(text, file));
   text.clear();
   Tokenizer t;
+  t.source_ = file;
   try {
     MS_RETURN_IF_ERROR(t.init_from_json(j).with_context(file));
     j = json();
@@ -335,6 +382,36 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
     return invalid_argument(path + ": malformed field: " + e.what());
   }
   return t;
+}
+
+std::optional<Tokenizer::SpecialMatch> Tokenizer::find_special_text(std::string_view text, size_t from) const {
+  auto special = [&](int index, size_t, size_t) { return added_[index].special; };
+  std::optional<SpecialMatch> best;
+  for (const AddedTokenMatcher* m : {raw_matcher_.get(), norm_matcher_.get()}) {
+    if (!m || m->empty()) continue;
+    auto hit = m->find(text, from, special);
+    if (hit && (!best || hit->begin < best->begin || (hit->begin == best->begin && hit->end > best->end))) {
+      best = SpecialMatch{hit->begin, hit->end, hit->index};
+    }
+  }
+  return best;
+}
+
+Status Tokenizer::check_fits_vocab(int64_t model_vocab_size, const std::string& model_source) const {
+  auto outside = [&](int32_t id, const std::string& what) {
+    return invalid_argument(source_ + ": " + what + " " + std::to_string(id) + " (" + json(id_to_token(id)).dump(-1, ' ', false, json::error_handler_t::replace) +
+                            ") is outside the model's vocabulary of " + std::to_string(model_vocab_size) +
+                            " tokens (" + model_source + " vocab_size): the tokenizer does not belong to this model");
+  };
+  if (vocab_size_ > model_vocab_size) {
+    const int32_t id = vocab_size_ - 1;
+    return outside(id, added_index_[id] >= 0 ? "added token id" : "token id");
+  }
+  if (bos_id_ && (*bos_id_ < 0 || *bos_id_ >= model_vocab_size)) return outside(*bos_id_, "bos token id");
+  for (int32_t id : eos_ids_) {
+    if (id < 0 || id >= model_vocab_size) return outside(id, "eos token id");
+  }
+  return Status::ok();
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
@@ -375,11 +452,12 @@ static std::optional<std::pair<size_t, char32_t>> char_before(std::string_view s
 // Cuts `text` at added-token matches (with lstrip / rstrip) and calls
 // on_text for the pieces between them and on_token for the tokens.
 template <typename OnText>
-static void split_added(const AddedTokenMatcher& m, std::string_view text, bool allow_special,
+static void split_added(const AddedTokenMatcher& m, std::string_view text, const SpecialPolicy& policy,
                         const std::vector<AddedToken>& tokens, OnText&& on_text, std::vector<int32_t>& out) {
   size_t start = 0, pos = 0;
+  auto allowed = [&](int index, size_t b, size_t e) { return policy.allows(tokens[index], b, e); };
   while (!m.empty()) {
-    auto match = m.find(text, pos, allow_special, tokens);
+    auto match = m.find(text, pos, allowed);
     if (!match) break;
     size_t b = match->begin, e = match->end;
     const AddedToken& t = tokens[match->index];
@@ -412,15 +490,23 @@ static void split_added(const AddedTokenMatcher& m, std::string_view text, bool 
   if (start < text.size()) on_text(text.substr(start));
 }
 
-void Tokenizer::encode_normalized_part(std::string_view part, bool parse_special, std::vector<int32_t>& out) const {
+void Tokenizer::encode_normalized_part(std::string_view part, size_t part_offset, const SpecialPolicy& policy,
+                                       std::vector<int32_t>& out) const {
   std::string s(part);
   normalizer_.normalize(s);
   if (norm_matcher_->empty()) {
     encode_text(s, out);
     return;
   }
+  // Offsets survive an identity normalizer; after NFC they may not, so a
+  // piece that touches a text-only range then matches no special token.
+  SpecialPolicy p = policy;
+  p.offset = part_offset;
+  if (!normalizer_.is_identity() && !policy.text_only.empty() && policy.overlaps(part_offset, part_offset + part.size())) {
+    p.all = false;
+  }
   split_added(
-      *norm_matcher_, s, parse_special, added_,
+      *norm_matcher_, s, p, added_,
       [&](std::string_view piece) {
         std::string p(piece);
         encode_text(p, out);
@@ -428,15 +514,32 @@ void Tokenizer::encode_normalized_part(std::string_view part, bool parse_special
       out);
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens, bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode_with(std::string_view text, bool add_special_tokens,
+                                            const SpecialPolicy& policy) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
   if (add_special_tokens) out = prefix_ids_;
   split_added(
-      *raw_matcher_, text, parse_special, added_,
-      [&](std::string_view piece) { encode_normalized_part(piece, parse_special, out); }, out);
+      *raw_matcher_, text, policy, added_,
+      [&](std::string_view piece) {
+        encode_normalized_part(piece, static_cast<size_t>(piece.data() - text.data()), policy, out);
+      },
+      out);
   if (add_special_tokens) out.insert(out.end(), suffix_ids_.begin(), suffix_ids_.end());
   return out;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens, bool parse_special) const {
+  SpecialPolicy policy;
+  policy.all = parse_special;
+  return encode_with(text, add_special_tokens, policy);
+}
+
+std::vector<int32_t> Tokenizer::encode_with_text_ranges(std::string_view text, std::span<const TextRange> text_only,
+                                                        bool add_special_tokens) const {
+  SpecialPolicy policy;
+  policy.text_only = text_only;
+  return encode_with(text, add_special_tokens, policy);
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {

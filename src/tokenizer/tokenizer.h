@@ -30,7 +30,13 @@ struct AddedToken {
   bool single_word = false;  // match only when not inside a word
 };
 
+// Bytes [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0, end = 0;
+};
+
 class AddedTokenMatcher;  // tokenizer.cpp
+struct SpecialPolicy;     // tokenizer.cpp
 
 class Tokenizer {
  public:
@@ -51,8 +57,23 @@ class Tokenizer {
   // encoded as plain text (non-special added tokens still match, like HF's
   // split_special_tokens). Invalid UTF-8 is encoded byte by byte.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens, bool parse_special = true) const;
+  // encode(text, add_special_tokens, parse_special = true), except that a
+  // special token overlapping a `text_only` range (sorted, not overlapping)
+  // is plain text there, as with parse_special = false. Chat prompts use it:
+  // the template's markup keeps its control tokens while control-token text
+  // inside message content stays text (no role injection).
+  std::vector<int32_t> encode_with_text_ranges(std::string_view text, std::span<const TextRange> text_only,
+                                               bool add_special_tokens) const;
   // Unknown ids are dropped; invalid UTF-8 becomes U+FFFD (as HF decode).
   std::string decode(std::span<const int32_t> ids, bool skip_special) const;
+
+  // The leftmost (then longest) special added token whose text occurs in
+  // `text` at or after `from`, as encode() with parse_special would cut it.
+  struct SpecialMatch {
+    size_t begin, end;
+    int index;  // into added_tokens()
+  };
+  std::optional<SpecialMatch> find_special_text(std::string_view text, size_t from) const;
 
   int32_t vocab_size() const { return vocab_size_; }  // highest id + 1
   std::optional<int32_t> token_to_id(std::string_view token) const;
@@ -66,6 +87,15 @@ class Tokenizer {
   const std::string& bos_token() const { return bos_token_; }
   const std::string& eos_token() const { return eos_token_; }
   const std::string& chat_template() const { return chat_template_; }
+  // The file the chat template came from ("" when there is none).
+  const std::string& chat_template_source() const { return chat_template_source_; }
+  // The tokenizer.json path (or the `name` given to from_json_text).
+  const std::string& source() const { return source_; }
+  // Every id this tokenizer can produce or prepend (vocab, added tokens, the
+  // post-processor's, bos/eos) must be below the model's vocabulary size:
+  // an id past it would index past the embedding table. The error names the
+  // tokenizer file, the id and token, and `model_source` (config.json).
+  Status check_fits_vocab(int64_t model_vocab_size, const std::string& model_source) const;
   const std::vector<AddedToken>& added_tokens() const { return added_; }
 
  private:
@@ -74,7 +104,9 @@ class Tokenizer {
   Status add_added_token(AddedToken t);
   Status finalize();
   void encode_text(std::string& text, std::vector<int32_t>& out) const;
-  void encode_normalized_part(std::string_view text, bool parse_special, std::vector<int32_t>& out) const;
+  std::vector<int32_t> encode_with(std::string_view text, bool add_special_tokens, const SpecialPolicy& policy) const;
+  void encode_normalized_part(std::string_view part, size_t part_offset, const SpecialPolicy& policy,
+                              std::vector<int32_t>& out) const;
 
   Normalizer normalizer_;
   PreTokenizer pre_tokenizer_;
@@ -91,6 +123,7 @@ class Tokenizer {
   std::optional<int32_t> bos_id_;
   std::vector<int32_t> eos_ids_;
   std::string bos_token_, eos_token_, chat_template_;
+  std::string chat_template_source_, source_;
 };
 
 // Incremental detokenizer: push ids one at a time, get UTF-8 text deltas that

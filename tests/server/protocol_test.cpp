@@ -289,10 +289,13 @@ TEST(StopMatcher, MultiByteText) {
 }
 
 TEST(Auth, BearerCheck) {
-  EXPECT_TRUE(check_bearer("Bearer k1", "k1"));
-  EXPECT_FALSE(check_bearer("Bearer k2", "k1"));
-  EXPECT_FALSE(check_bearer("k1", "k1"));
-  EXPECT_FALSE(check_bearer("", "k1"));
+  const Secret k1 = Secret::create("k1").value();
+  EXPECT_TRUE(check_bearer("Bearer k1", k1));
+  EXPECT_FALSE(check_bearer("Bearer k2", k1));
+  EXPECT_FALSE(check_bearer("Bearer k1x", k1));
+  EXPECT_FALSE(check_bearer("Bearer k", k1));
+  EXPECT_FALSE(check_bearer("k1", k1));
+  EXPECT_FALSE(check_bearer("", k1));
 }
 
 TEST(ServeFlags, ValidatesAndNamesTheFlag) {

@@ -21,8 +21,10 @@ namespace {
 
 using nlohmann::json;
 
+using testing_util::bl;
 using testing_util::fixture_dir;
 using testing_util::read_all;
+using testing_util::tiny_json;
 
 const Tokenizer& model(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
@@ -33,40 +35,6 @@ const Tokenizer& model(const std::string& name) {
     slot = std::make_unique<Tokenizer>(std::move(r).value());
   }
   return *slot;
-}
-
-// The byte-level spelling of raw bytes (GPT-2 table).
-std::string bl(std::string_view raw) {
-  std::string out;
-  for (unsigned char b : raw) unicode::append_utf8(out, unicode::byte_to_code_point()[b]);
-  return out;
-}
-
-// A tiny byte-level BPE tokenizer.json: 256 byte tokens, then merges.
-json tiny_json(const std::vector<std::pair<std::string, std::string>>& merges, bool array_merges = false) {
-  json vocab = json::object();
-  for (int b = 0; b < 256; ++b) vocab[bl(std::string(1, char(b)))] = b;
-  json m = json::array();
-  int next = 256;
-  for (const auto& [a, b] : merges) {
-    const std::string merged = bl(a + b);
-    if (!vocab.contains(merged)) vocab[merged] = next++;
-    if (array_merges) m.push_back(json::array({bl(a), bl(b)}));
-    else m.push_back(bl(a) + " " + bl(b));
-  }
-  json j;
-  j["version"] = "1.0";
-  j["truncation"] = nullptr;
-  j["padding"] = nullptr;
-  j["added_tokens"] = json::array({{{"id", next}, {"content", "<eos>"}, {"single_word", false}, {"lstrip", false},
-                                    {"rstrip", false}, {"normalized", false}, {"special", true}}});
-  j["normalizer"] = nullptr;
-  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  j["post_processor"] = nullptr;
-  j["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
-  j["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"fuse_unk", false},
-                {"byte_fallback", false}, {"ignore_merges", false}, {"vocab", vocab}, {"merges", m}};
-  return j;
 }
 
 Tokenizer tiny(const json& j) {
