@@ -102,6 +102,22 @@ std::vector<float> MatView::to_f32() const {
   return out;
 }
 
+void MatView::to_f32(int64_t begin, int64_t n, float* out) const {
+  if (dtype == DType::kF32) {
+    std::memcpy(out, data + 4 * begin, size_t(n) * 4);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = load_elem(dtype, data, begin + i);
+}
+
+void MatView::to_bf16(int64_t begin, int64_t n, uint16_t* out) const {
+  if (dtype == DType::kBF16) {
+    std::memcpy(out, data + 2 * begin, size_t(n) * 2);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(load_elem(dtype, data, begin + i));
+}
+
 float MatView::at(int64_t r, int64_t c) const { return load_elem(dtype, data, r * cols + c); }
 
 Result<ModelWeights> bind_weights(const ModelConfig& cfg, const Checkpoint& ck) {

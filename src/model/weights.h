@@ -25,6 +25,11 @@ struct MatView {
   int64_t numel() const { return rows * cols; }
   // Converts to fp32 (row-major rows x cols).
   std::vector<float> to_f32() const;
+  // Elements [begin, begin + n) as fp32, or as bf16 bits (bf16 copied as is,
+  // others rounded to nearest even): what the GPU upload stages, bit-exact
+  // with to_f32() and f32_to_bf16 of it.
+  void to_f32(int64_t begin, int64_t n, float* out) const;
+  void to_bf16(int64_t begin, int64_t n, uint16_t* out) const;
   float at(int64_t r, int64_t c) const;
 };
 

@@ -1,0 +1,78 @@
+// The host half of uploading checkpoint tensors to a device through two
+// staging buffers (pinned memory on the GPU path), so that the copy engine
+// moves one buffer while the CPU reads the next tensors from the mmapped
+// shards and converts them into the other:
+//
+//   read (page faults on the mmap, kept ahead by madvise(WILLNEED) on the
+//   next `prefetch_bytes` of source) -> convert into buffer b (bf16: a plain
+//   copy; f16 / f32 -> bf16 rounded to nearest even; fp32 norms as fp32) ->
+//   one async copy per piece out of buffer b -> next piece; a full buffer is
+//   sealed (an event) and the other one is waited on before it is refilled.
+//
+// Tensors are packed: a buffer holds pieces of many small tensors (norms,
+// 3 MB experts) and a large tensor (a 1 GB embedding) is cut across buffers.
+// The device side is a StagingSink (src/gpu/pinned_staging.h: cudaMemcpyAsync
+// on its own stream, one event per buffer); the CPU tests drive the same code
+// with a sink that copies into host memory and checks the protocol.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "model/weights.h"
+
+namespace ms {
+
+enum class StageFormat { kBF16, kF32 };  // element format on the device
+
+struct UploadJob {
+  MatView src;               // the checkpoint's elements (mmapped)
+  StageFormat format = StageFormat::kBF16;
+  void* dst = nullptr;       // device address of the first element
+};
+
+// Where staged bytes go. Two buffers, indices 0 and 1. The pipeline calls,
+// per buffer round: wait(b), then pieces written into buffer(b) each followed
+// by copy(b, ...), then seal(b); finish() at the end.
+class StagingSink {
+ public:
+  virtual ~StagingSink() = default;
+  virtual size_t buffer_bytes() const = 0;  // size of each buffer
+  virtual uint8_t* buffer(int b) = 0;
+  // Returns once every copy out of buffer b enqueued before its last seal is done.
+  virtual Status wait(int b) = 0;
+  // Enqueues a copy of `bytes` at `offset` in buffer b to `dst`.
+  virtual Status copy(int b, size_t offset, void* dst, size_t bytes) = 0;
+  // Marks the end of buffer b's round (the copies wait(b) will wait for).
+  virtual Status seal(int b) = 0;
+  // Returns once every copy is done.
+  virtual Status finish() = 0;
+};
+
+struct StagedUploadOptions {
+  // Source bytes kept ahead of the conversion with madvise(MADV_WILLNEED), so
+  // the kernel reads the shards while the CPU converts (no effect on memory
+  // that is not a file mapping).
+  size_t prefetch_bytes = size_t(256) << 20;
+  ThreadPool* pool = nullptr;  // splits each piece's conversion; null: this thread
+  // Called after each piece with the source bytes done so far and in all.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+struct StagedUploadStats {
+  uint64_t src_bytes = 0;    // read from the checkpoint
+  uint64_t dst_bytes = 0;    // written to the device
+  uint64_t pieces = 0;       // copies enqueued
+  double seconds = 0;        // the whole upload
+  double convert_seconds = 0;  // reading + converting into the buffers (the CPU's share)
+  double wait_seconds = 0;     // waiting for the copy engine to free a buffer, and for the last copies
+};
+
+Result<StagedUploadStats> staged_upload(const std::vector<UploadJob>& jobs, StagingSink& sink,
+                                        const StagedUploadOptions& opt = {});
+
+}  // namespace ms
