@@ -20,11 +20,6 @@
 namespace ms::gpu {
 namespace {
 
-// Staging buffers: 2 x 64 MiB of pinned memory. A full buffer's copy takes
-// ~2.7 ms at 25 GB/s against a few us to enqueue one, and pinning 128 MiB
-// takes milliseconds.
-constexpr size_t kStagingBytes = size_t(64) << 20;
-
 // Conversion threads for the upload: the CPU side (page faults on the mmap,
 // memcpy or rounding into pinned memory) is the bottleneck of one thread at
 // ~3-6 GB/s; a few threads approach the disk / PCIe rate.
@@ -163,7 +158,7 @@ Status DeviceModel::upload_jobs(const ModelWeights& w, std::vector<UploadJob>* j
 Status DeviceModel::upload_weights(const ModelWeights& w) {
   std::vector<UploadJob> jobs;
   MS_RETURN_IF_ERROR(upload_jobs(w, &jobs));
-  MS_ASSIGN_OR_RETURN(auto sink, PinnedStagingSink::create(kStagingBytes));
+  MS_ASSIGN_OR_RETURN(auto sink, PinnedStagingSink::create(opt_.staging_bytes));
   const int threads = upload_threads(opt_.upload_threads);
   ThreadPool pool(threads);
   uint64_t total = 0;

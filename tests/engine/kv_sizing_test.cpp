@@ -13,7 +13,7 @@ namespace ms {
 namespace {
 
 constexpr size_t kGiB = size_t(1) << 30;
-constexpr size_t kH200 = 150'117'318'656ull;  // cudaMemGetInfo's total on an H200 (139.81 GiB)
+constexpr size_t kH200 = 150'117'318'656ull;  // an H200-sized device: 139.81 GiB
 
 TEST(KvMemoryPlan, UtilizationOfTheTotalMinusWhatIsInUse) {
   // 64 GiB in use once the weights (61 GB) and the executors' buffers are allocated.
