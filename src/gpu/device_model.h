@@ -46,7 +46,7 @@ struct DeviceLayer {
 
 struct DeviceModelOptions {
   int block_size = 64;  // KV tokens per block
-  int upload_threads = 0;  // CPU threads converting into the staging buffers (0: half the cores, 1..8)
+  int upload_threads = 0;  // threads reading / converting into the staging buffers (0: half the cores, 1..8)
   // Each of the two pinned staging buffers: a full buffer's copy takes ~2.7 ms
   // at 25 GB/s against a few us to enqueue one; pinning 128 MiB takes ms.
   size_t staging_bytes = size_t(64) << 20;

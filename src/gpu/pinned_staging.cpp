@@ -7,7 +7,11 @@ namespace ms::gpu {
 Result<std::unique_ptr<PinnedStagingSink>> PinnedStagingSink::create(size_t buffer_bytes) {
   auto s = std::unique_ptr<PinnedStagingSink>(new PinnedStagingSink());
   s->bytes_ = buffer_bytes;
-  for (auto& b : s->bufs_) MS_RETURN_IF_ERROR(b.alloc(buffer_bytes));
+  for (int b = 0; b < 2; ++b) {
+    MS_RETURN_IF_ERROR(s->bufs_[b].alloc(buffer_bytes + 4096));
+    const uintptr_t p = reinterpret_cast<uintptr_t>(s->bufs_[b].get());
+    s->base_[b] = s->bufs_[b].get() + (4096 - p % 4096) % 4096;
+  }
   MS_CUDA_RETURN(cudaStreamCreateWithFlags(&s->stream_, cudaStreamNonBlocking));
   for (auto& e : s->sealed_) MS_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   return s;
@@ -28,7 +32,7 @@ Status PinnedStagingSink::wait(int b) {
 }
 
 Status PinnedStagingSink::copy(int b, size_t offset, void* dst, size_t bytes) {
-  MS_CUDA_RETURN(cudaMemcpyAsync(dst, bufs_[b].get() + offset, bytes, cudaMemcpyHostToDevice, stream_));
+  MS_CUDA_RETURN(cudaMemcpyAsync(dst, base_[b] + offset, bytes, cudaMemcpyHostToDevice, stream_));
   return Status::ok();
 }
 

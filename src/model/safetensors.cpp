@@ -123,6 +123,7 @@ Status Checkpoint::add_file(const std::string& path) {
       return data_loss(where + ": byte size " + std::to_string(e - b) + " does not match dtype " +
                        dtype_name(t.dtype) + " and shape " + t.shape_str());
     t.data = base + b;
+    t.file_offset = 8 + hlen + b;
     t.nbytes = e - b;
     if (tensors_.count(name)) return data_loss(where + ": tensor appears twice in the checkpoint");
     total_bytes_ += t.nbytes;

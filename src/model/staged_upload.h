@@ -3,11 +3,20 @@
 // moves one buffer while the CPU reads the next tensors from the mmapped
 // shards and converts them into the other:
 //
-//   read (page faults on the mmap, kept ahead by madvise(WILLNEED) on the
-//   next `prefetch_bytes` of source) -> convert into buffer b (bf16: a plain
-//   copy; f16 / f32 -> bf16 rounded to nearest even; fp32 norms as fp32) ->
-//   one async copy per piece out of buffer b -> next piece; a full buffer is
-//   sealed (an event) and the other one is waited on before it is refilled.
+//   read -> buffer b -> one async copy per piece out of buffer b -> next
+//   piece; a full buffer is sealed (an event) and the other one is waited on
+//   before it is refilled. The read is one of:
+//   - bf16 tensors of a shard not in the page cache: O_DIRECT preads of the
+//     4 KiB-aligned file window straight into the buffer, 1 MiB each, spread
+//     over the pool (queue depth = threads). Measured on the build machine's
+//     virtual disk: buffered and mmap reads reach 0.1-0.4 GB/s there (every
+//     new page-cache page costs a fault of the VM's memory), O_DIRECT with
+//     16 MiB requests 0.5-1.1 GB/s (bench/results/2026-12-01-weight-read.md);
+//   - everything else (fp16 / fp32 to convert, fp32 norms, a shard mostly in
+//     the page cache already, a file system without O_DIRECT such as tmpfs):
+//     conversion out of the mmapped shard (bf16: a plain copy; f16 / f32 ->
+//     bf16 rounded to nearest even), with madvise(WILLNEED) kept
+//     `prefetch_bytes` ahead so the kernel reads while the CPU converts.
 //
 // Tensors are packed: a buffer holds pieces of many small tensors (norms,
 // 3 MB experts) and a large tensor (a 1 GB embedding) is cut across buffers.
@@ -54,6 +63,9 @@ class StagingSink {
 };
 
 struct StagedUploadOptions {
+  // Read bf16 tensors of shards not in the page cache with O_DIRECT (needs
+  // MatView::file and 4 KiB-aligned staging buffers; falls back per tensor).
+  bool direct_io = true;
   // Source bytes kept ahead of the conversion with madvise(MADV_WILLNEED), so
   // the kernel reads the shards while the CPU converts (no effect on memory
   // that is not a file mapping).
@@ -67,8 +79,9 @@ struct StagedUploadStats {
   uint64_t src_bytes = 0;    // read from the checkpoint
   uint64_t dst_bytes = 0;    // written to the device
   uint64_t pieces = 0;       // copies enqueued
+  uint64_t direct_bytes = 0; // of src_bytes, read with O_DIRECT
   double seconds = 0;        // the whole upload
-  double convert_seconds = 0;  // reading + converting into the buffers (the CPU's share)
+  double convert_seconds = 0;  // reading + converting into the buffers (the CPU's and disk's share)
   double wait_seconds = 0;     // waiting for the copy engine to free a buffer, and for the last copies
 };
 

@@ -48,6 +48,8 @@ class Binder {
     out->rows = shape.size() == 1 ? 1 : shape[0];
     out->cols = shape.back();
     out->data = t->data;
+    out->file = &t->file;
+    out->file_offset = t->file_offset;
     return Status::ok();
   }
 
@@ -62,7 +64,10 @@ class Binder {
     out->dtype = t->dtype;
     out->rows = rows;
     out->cols = shape[2];
-    out->data = t->data + ((index * shape[1] + r0) * shape[2]) * dtype_size(t->dtype);
+    const uint64_t skip = uint64_t((index * shape[1] + r0) * shape[2]) * dtype_size(t->dtype);
+    out->data = t->data + skip;
+    out->file = &t->file;
+    out->file_offset = t->file_offset + skip;
     return Status::ok();
   }
 

@@ -20,6 +20,10 @@ struct MatView {
   DType dtype = DType::kBF16;
   int64_t rows = 0, cols = 0;
   const uint8_t* data = nullptr;  // first element of the slice
+  // Where data lives on disk: the shard's path (owned by the Checkpoint) and
+  // the byte offset of data in it; null when the view is not of a file.
+  const std::string* file = nullptr;
+  uint64_t file_offset = 0;
 
   bool empty() const { return data == nullptr; }
   int64_t numel() const { return rows * cols; }

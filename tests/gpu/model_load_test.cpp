@@ -1,12 +1,15 @@
 // Issue 13 on the GPU (skipped without one; NOT yet run on a GPU when
 // written): the pinned double-buffered upload puts exactly the bytes the old
 // path (to_bf16 into a vector, cudaMemcpy from pageable memory) put, for bf16
-// / f16 / f32 checkpoints, with staging buffers small enough that the copy
-// engine and the CPU take many turns; the full North Mini Code shape with
+// / f16 / f32 checkpoints, through the mapping and through O_DIRECT reads,
+// with staging buffers small enough that the copy engine and the CPU take
+// many turns; the full North Mini Code shape with
 // dummy (device-random) weights and the KV cache sized by
 // gpu_memory_utilization 0.9 serves a request through the engine; a device
 // index past the count is an error.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -79,11 +82,14 @@ void expect_f32(const DeviceBuffer<float>& d, const MatView& m, const std::strin
   EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * 4)) << what;
 }
 
-class PinnedUpload : public ::testing::TestWithParam<std::tuple<const char*, DType>> {};
+// (arch, checkpoint dtype, direct): direct evicts the shards from the page
+// cache and uses 64 KiB buffers, so bf16 tensors take the O_DIRECT path;
+// otherwise 4 KiB buffers (too small for it) convert out of the mapping.
+class PinnedUpload : public ::testing::TestWithParam<std::tuple<const char*, DType, bool>> {};
 
 TEST_P(PinnedUpload, MatchesTheOldPathBitForBit) {
   MS_GPU_TEST_GUARD();
-  const auto [arch, dtype] = GetParam();
+  const auto [arch, dtype, direct] = GetParam();
   auto a = parse_arch(arch);
   ASSERT_TRUE(a.is_ok());
   auto cfg = preset_config(*a, "tiny");
@@ -98,10 +104,19 @@ TEST_P(PinnedUpload, MatchesTheOldPathBitForBit) {
     dir = root / dtype_name(dtype);
     convert_checkpoint(root / "bf16", dir, dtype);
   }
+  if (direct) {
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const int fd = ::open(e.path().c_str(), O_RDONLY);
+      ASSERT_GE(fd, 0);
+      (void)fdatasync(fd);
+      (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      ::close(fd);
+    }
+  }
   auto m = load_model(dir.string());
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   DeviceModelOptions mo;
-  mo.staging_bytes = 4096;  // hundreds of buffer rounds on a tiny model
+  mo.staging_bytes = direct ? 64 << 10 : 4096;  // tens to hundreds of buffer rounds on a tiny model
   mo.upload_threads = 3;
   auto dm = DeviceModel::create((*m)->config, (*m)->weights, mo);
   ASSERT_TRUE(dm.is_ok()) << dm.status().to_string();
@@ -144,7 +159,8 @@ TEST_P(PinnedUpload, MatchesTheOldPathBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, PinnedUpload,
                          ::testing::Combine(::testing::Values("cohere2_moe", "qwen3_moe", "llama"),
-                                            ::testing::Values(DType::kBF16, DType::kF16, DType::kF32)));
+                                            ::testing::Values(DType::kBF16, DType::kF16, DType::kF32),
+                                            ::testing::Bool()));
 
 TEST(DummyFullShape, NmcServesWithTheKvCacheSizedByUtilization) {
   MS_GPU_TEST_GUARD();
