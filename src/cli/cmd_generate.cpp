@@ -18,15 +18,9 @@ int cmd_generate(const std::vector<std::string>& args) {
   f.add("model", "checkpoint directory (config.json + safetensors)", "")
       .add("prompt", "prompt text (needs tokenizer.json in the model directory)", "")
       .add("prompt-ids", "prompt as comma-separated token ids", "")
-      .add("max-tokens", "tokens to generate", "32")
-      .add("backend",
-           "auto (cuda when a GPU of compute capability >= 9.0 is present, else ref) | ref (fp32 CPU reference) | "
-           "cuda ('layered' is accepted as its old name)",
-           "auto")
-      .add("device", "GPU index of the cuda backend (default: the first GPU of compute capability >= 9.0)")
-      .add("load-format", "auto (read the checkpoint) or dummy (random weights of config.json's shape)", "auto")
-      .add("seed", "seed of the --load-format dummy weights", "0")
-      .add("decode-backend", "cuda: decode steps on the megakernel or the layered kernels", "layered")
+      .add("max-tokens", "tokens to generate", "32");
+  add_backend_flags(f);
+  f.add("decode-backend", "cuda: decode steps on the megakernel or the layered kernels", "layered")
       .add("prefill-chunk", "prompt tokens per step (0: whole prompt)", "0")
       .add("block-size", "KV block size in tokens", "64")
       .add("threads", "CPU threads for the ref backend (0: all)", "0")

@@ -20,8 +20,9 @@
 namespace ms {
 
 // Device memory allocated after the KV pool, which the budget must leave
-// room for: the cuBLAS workspaces of the two executor handles (32 MiB each
-// on Hopper, allocated at the first GEMM), the device sampler's scratch (8
+// room for: the cuBLAS workspaces of the two executor handles (the cuBLAS
+// guide's size for Hopper is 32 MiB each; cuBLAS may allocate them at their
+// first GEMM, after the pool), the device sampler's scratch (8
 // rows x vocab fp32: 8 MiB at a 262K vocabulary, allocated at the first
 // sample), the instantiated decode CUDA graphs (one per batch size), kernel
 // modules loaded lazily at their first launch (CUDA_MODULE_LOADING=LAZY is

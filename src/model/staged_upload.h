@@ -8,15 +8,19 @@
 //   before it is refilled. The read is one of:
 //   - bf16 tensors of a shard not in the page cache: O_DIRECT preads of the
 //     4 KiB-aligned file window straight into the buffer, 1 MiB each, spread
-//     over the pool (queue depth = threads). Measured on the build machine's
-//     virtual disk: buffered and mmap reads reach 0.1-0.4 GB/s there (every
-//     new page-cache page costs a fault of the VM's memory), O_DIRECT with
-//     16 MiB requests 0.5-1.1 GB/s (bench/results/2026-12-01-weight-read.md);
+//     over the pool (queue depth = threads): no page cache to fill with 61 GB
+//     that is read once, and no copy. On the build machine's disk
+//     (bench/results/2026-12-01-weight-read.md) these ran at the disk's rate
+//     in every run (0.64-0.85 GB/s; dd O_DIRECT 0.5-1.2), reads through the
+//     mapping at 0.09-0.87 GB/s, the slow end with the CPUs busy;
 //   - everything else (fp16 / fp32 to convert, fp32 norms, a shard mostly in
 //     the page cache already, a file system without O_DIRECT such as tmpfs):
 //     conversion out of the mmapped shard (bf16: a plain copy; f16 / f32 ->
-//     bf16 rounded to nearest even), with madvise(WILLNEED) kept
-//     `prefetch_bytes` ahead so the kernel reads while the CPU converts.
+//     bf16 rounded to nearest even; 4-5.7 GB/s on one core from tmpfs), with
+//     madvise(WILLNEED) kept `prefetch_bytes` ahead so the kernel reads while
+//     the CPU converts (no effect measured on a sequential file, where the
+//     kernel's readahead does it; meant for shards in another order than the
+//     upload's, such as HF's name order: layer 10 between layers 1 and 2).
 //
 // Tensors are packed: a buffer holds pieces of many small tensors (norms,
 // 3 MB experts) and a large tensor (a 1 GB embedding) is cut across buffers.

@@ -85,6 +85,17 @@ Result<BackendDecision> resolve_backend(const std::string& requested, int device
                              probe.devices[0].name + ", " + cc_words(probe.devices[0]) + ")"};
 }
 
+void add_backend_flags(Flags& f) {
+  f.add("backend",
+        "auto (cuda when a GPU of compute capability >= 9.0 is present, else ref), ref (fp32 CPU reference) or cuda "
+        "('layered' is accepted as its old name)",
+        "auto")
+      .add("device", "GPU index of the cuda backend (default: the first GPU of compute capability >= 9.0)")
+      .add("load-format", "auto (read the checkpoint) or dummy (random weights of config.json's shape, no checkpoint)",
+           "auto")
+      .add("seed", "seed of the --load-format dummy weights", "0");
+}
+
 Result<LoadFormat> parse_load_format(const std::string& s) {
   if (s == "auto") return LoadFormat::kAuto;
   if (s == "dummy") return LoadFormat::kDummy;

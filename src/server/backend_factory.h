@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/flags.h"
 #include "engine/backend.h"
 #include "model/model_loader.h"
 
@@ -45,6 +46,10 @@ struct BackendDecision {
 // compute capability >= 9.0, and falls back to ref (saying why) when there is
 // none; an explicit cuda, or a --device, that cannot be honoured is an error.
 Result<BackendDecision> resolve_backend(const std::string& requested, int device, const GpuProbe& probe);
+
+// Declares --backend (default auto), --device, --load-format and --seed, as
+// serve and generate take them.
+void add_backend_flags(Flags& f);
 
 enum class LoadFormat { kAuto, kDummy };  // vLLM's --load-format names
 Result<LoadFormat> parse_load_format(const std::string& s);

@@ -37,16 +37,9 @@ Flags serve_flags() {
       .add("host", "address to bind (default loopback only)", "127.0.0.1")
       .add("port", "TCP port (0: any free port, printed at start)", "8000")
       .add("api-key", "require 'Authorization: Bearer KEY' on all endpoints but /health (env MEGASERVE_API_KEY)")
-      .add("served-model-name", "model id in the API (default: the model directory's name)")
-      .add("backend",
-           "auto (cuda when a GPU of compute capability >= 9.0 is present, else ref), ref (fp32 CPU) or cuda "
-           "('layered' is accepted as its old name)",
-           "auto")
-      .add("device", "GPU index of the cuda backend (default: the first GPU of compute capability >= 9.0)")
-      .add("decode-backend", "cuda: decode steps on the megakernel or the layered kernels", "layered")
-      .add("load-format", "auto (read the checkpoint) or dummy (random weights of config.json's shape, no checkpoint)",
-           "auto")
-      .add("seed", "seed of the --load-format dummy weights", "0")
+      .add("served-model-name", "model id in the API (default: the model directory's name)");
+  add_backend_flags(f);
+  f.add("decode-backend", "cuda: decode steps on the megakernel or the layered kernels", "layered")
       .add("max-batch", "decode rows per step, 1..8", "8")
       .add("prefill-chunk", "prompt tokens prefilled per step", "512")
       .add("gpu-memory-utilization",
