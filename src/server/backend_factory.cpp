@@ -60,7 +60,10 @@ Result<BackendDecision> resolve_backend(const std::string& requested, int device
     if (!probe.built_with_cuda)
       return unavailable("--backend cuda: this build has no CUDA support (no nvcc at configure time)");
     if (count == 0) return unavailable("--backend cuda: " + no_gpu_words(probe));
-    const int d = device >= 0 ? device : 0;
+    int d = device;
+    for (int k = 0; d < 0 && k < count; ++k)
+      if (probe.devices[k].cc_major >= 9) d = k;
+    if (d < 0) d = 0;  // none is new enough: say so about the first
     const GpuProbe::Device& g = probe.devices[d];
     if (g.cc_major < 9)
       return unavailable("--backend cuda: GPU " + std::to_string(d) + " (" + g.name + ") has compute capability " +

@@ -42,9 +42,10 @@ struct BackendDecision {
 };
 
 // requested: auto | ref | cuda ("layered": the old name of cuda); device:
-// --device (-1 when not given). auto takes the given GPU, else the first of
-// compute capability >= 9.0, and falls back to ref (saying why) when there is
-// none; an explicit cuda, or a --device, that cannot be honoured is an error.
+// --device (-1 when not given). auto and cuda take the given GPU, else the
+// first of compute capability >= 9.0; auto falls back to ref (saying why) when
+// there is none, and an explicit cuda, or a --device, that cannot be honoured
+// is an error.
 Result<BackendDecision> resolve_backend(const std::string& requested, int device, const GpuProbe& probe);
 
 // Declares --backend (default auto), --device, --load-format and --seed, as

@@ -98,6 +98,10 @@ TEST(ResolveBackend, ExplicitChoices) {
   auto old = resolve_backend("cuda", -1, probe({kA100}));
   ASSERT_FALSE(old.is_ok());
   EXPECT_NE(old.status().message().find("need 9.0"), std::string::npos);
+  auto second = resolve_backend("cuda", -1, probe({kA100, kH200}));
+  ASSERT_TRUE(second.is_ok());
+  EXPECT_EQ(second->device, 1);
+  EXPECT_FALSE(resolve_backend("cuda", 0, probe({kA100, kH200})).is_ok());  // the GPU asked for is too old
   auto bad = resolve_backend("tpu", -1, probe({kH200}));
   ASSERT_FALSE(bad.is_ok());
   EXPECT_EQ(bad.status().message(), "--backend must be auto, ref or cuda, got 'tpu'");
