@@ -18,9 +18,9 @@ int cmd_generate(const std::vector<std::string>& args) {
   f.add("model", "checkpoint directory (config.json + safetensors)", "")
       .add("prompt", "prompt text (needs tokenizer.json in the model directory)", "")
       .add("prompt-ids", "prompt as comma-separated token ids", "")
-      .add("max-tokens", "tokens to generate", "32")
-      .add("backend", "ref (fp32 CPU reference) | cuda (GPU; 'layered' is accepted as its old name)", "ref")
-      .add("decode-backend", "cuda: decode steps on the megakernel or the layered kernels", "layered")
+      .add("max-tokens", "tokens to generate", "32");
+  add_backend_flags(f);
+  f.add("decode-backend", "cuda: decode steps on the megakernel or the layered kernels", "layered")
       .add("prefill-chunk", "prompt tokens per step (0: whole prompt)", "0")
       .add("block-size", "KV block size in tokens", "64")
       .add("threads", "CPU threads for the ref backend (0: all)", "0")
@@ -44,11 +44,19 @@ int cmd_generate(const std::vector<std::string>& args) {
   auto chunk = f.integer("prefill-chunk", 0, 1 << 20);
   auto block = f.integer("block-size", 1, 4096);
   auto threads = f.integer("threads", 0, 1024);
-  for (const auto* r : {&max_tokens, &chunk, &block, &threads})
+  auto device = f.has("device") ? f.integer("device", 0, 1023) : Result<int64_t>(int64_t(-1));
+  auto seed = f.integer("seed", 0, INT64_MAX);
+  for (const auto* r : {&max_tokens, &chunk, &block, &threads, &device, &seed})
     if (!r->is_ok()) return fail(r->status());
+  auto format = parse_load_format(f.str("load-format"));
+  if (!format.is_ok()) return fail(format.status());
+  auto decision = resolve_backend(f.str("backend"), static_cast<int>(*device), probe_gpus());
+  if (!decision.is_ok()) return fail(decision.status());
+  std::fprintf(stderr, "%s\n", decision->log_line.c_str());
 
   const std::string dir = f.str("model");
-  auto model = load_model(dir, [](const std::string& m) { std::fprintf(stderr, "load: %s\n", m.c_str()); });
+  auto model = load_for_backend(dir, *format, decision->name, static_cast<uint64_t>(*seed),
+                                [](const std::string& m) { std::fprintf(stderr, "load: %s\n", m.c_str()); });
   if (!model.is_ok()) return fail(model.status());
   std::fprintf(stderr, "model: %s\n", (*model)->config.summary().c_str());
 
@@ -74,7 +82,10 @@ int cmd_generate(const std::vector<std::string>& args) {
     }
   }
   BackendChoice bc;
-  bc.name = f.str("backend");
+  bc.name = decision->name;
+  bc.device = decision->device;
+  bc.random_weights = *format == LoadFormat::kDummy && decision->name == "cuda";
+  bc.seed = static_cast<uint64_t>(*seed);
   bc.decode = f.str("decode-backend");
   bc.block_size = static_cast<int>(*block);
   bc.threads = static_cast<int>(*threads);

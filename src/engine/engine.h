@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/backend.h"
+#include "engine/kv_sizing.h"
 #include "engine/request.h"
 
 namespace ms {
@@ -16,12 +17,16 @@ struct EngineOptions {
   int max_batch = 8;           // decode rows per step, 1..8
   int prefill_chunk = 512;     // max prompt tokens prefilled per step (chunked prefill)
   int max_waiting = 256;       // queue bound: submit() beyond it fails with ResourceExhausted (HTTP 429)
-  int max_model_len = 0;       // 0: the model's max_position_embeddings
+  // 0: the model's max_position_embeddings, lowered to what one sequence can
+  // hold in the KV cache (kv_capacity says so); > 0: exactly this, refused at
+  // start when the cache cannot hold it.
+  int max_model_len = 0;
   bool prefix_caching = true;
 };
 
 // Counters for /metrics, read under the engine's stats mutex.
 struct EngineStats {
+  KvCapacity kv_capacity;  // fixed at start
   int running = 0, waiting = 0;
   int kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_free = 0;
   uint64_t prompt_tokens = 0, generation_tokens = 0;

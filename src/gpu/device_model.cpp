@@ -3,38 +3,30 @@
 #include <cmath>
 #include <cstring>
 
+#include <algorithm>
+#include <thread>
+
+#include "core/byte_progress.h"
 #include "core/dtype.h"
 #include "core/log.h"
+#include "core/thread_pool.h"
 #include "gpu/common/cuda_check.h"
 #include "gpu/common/device_info.h"
 #include "gpu/common/random_fill.h"
 #include "gpu/ops/elementwise.h"
+#include "gpu/pinned_staging.h"
 #include "ref/ref_ops.h"
 
 namespace ms::gpu {
 namespace {
 
-// Converts a checkpoint view to bf16 bits (bf16 views are copied as they are).
-std::vector<uint16_t> to_bf16(const MatView& m) {
-  std::vector<uint16_t> out(static_cast<size_t>(m.numel()));
-  if (m.dtype == DType::kBF16) {
-    std::memcpy(out.data(), m.data, out.size() * 2);
-  } else {
-    std::vector<float> f = m.to_f32();
-    for (size_t i = 0; i < f.size(); ++i) out[i] = f32_to_bf16(f[i]);
-  }
-  return out;
-}
-
-Status put_bf16(DeviceBuffer<uint16_t>& dst, size_t offset, const MatView& m) {
-  if (m.empty()) return internal_error("missing tensor for upload");
-  std::vector<uint16_t> v = to_bf16(m);
-  return dst.upload(v.data(), v.size(), offset);
-}
-
-Status put_f32(DeviceBuffer<float>& dst, size_t offset, const MatView& m) {
-  std::vector<float> v = m.to_f32();
-  return dst.upload(v.data(), v.size(), offset);
+// Threads of the upload's read side: O_DIRECT preads in flight at once (the
+// queue depth an NVMe drive needs), or conversions out of the mapping
+// (memcpy / rounding into pinned memory, ~2.3 GB/s on one core of the build
+// machine): a few approach the disk / PCIe rate.
+int upload_threads(int requested) {
+  if (requested > 0) return requested;
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 1, 8);
 }
 
 }  // namespace
@@ -94,57 +86,100 @@ Status DeviceModel::alloc_weights() {
   return inv_freq_.upload(inv);
 }
 
-Status DeviceModel::upload_weights(const ModelWeights& w) {
+// The upload's job list, in checkpoint-walk order (embedding, head, final
+// norm, then per layer attention, norms, FFN / router / experts), each
+// tensor to its place in the fused device layouts.
+Status DeviceModel::upload_jobs(const ModelWeights& w, std::vector<UploadJob>* jobs) const {
   const int64_t H = cfg_.hidden, qw = cfg_.q_width(), kvw = cfg_.kv_width();
-  MS_RETURN_IF_ERROR(put_bf16(embed_, 0, w.embed));
-  if (!cfg_.tie_embeddings) MS_RETURN_IF_ERROR(put_bf16(lm_head_, 0, w.lm_head));
-  MS_RETURN_IF_ERROR(put_f32(final_norm_, 0, w.final_norm));
+  auto bf = [&](const DeviceBuffer<uint16_t>& dst, int64_t off, const MatView& m, const std::string& what) -> Status {
+    if (m.empty()) return internal_error("missing tensor for upload: " + what);
+    if (size_t(off + m.numel()) > dst.size()) return internal_error("upload of " + what + " out of bounds");
+    jobs->push_back({m, StageFormat::kBF16, dst.get() + off});
+    return Status::ok();
+  };
+  auto f32 = [&](const DeviceBuffer<float>& dst, int64_t off, const MatView& m, const std::string& what) -> Status {
+    if (m.numel() == 0) return Status::ok();
+    if (size_t(off + m.numel()) > dst.size()) return internal_error("upload of " + what + " out of bounds");
+    jobs->push_back({m, StageFormat::kF32, dst.get() + off});
+    return Status::ok();
+  };
+  MS_RETURN_IF_ERROR(bf(embed_, 0, w.embed, "the embedding"));
+  if (!cfg_.tie_embeddings) MS_RETURN_IF_ERROR(bf(lm_head_, 0, w.lm_head, "the LM head"));
+  MS_RETURN_IF_ERROR(f32(final_norm_, 0, w.final_norm, "the final norm"));
   for (int li = 0; li < cfg_.n_layers; ++li) {
     const LayerWeights& s = w.layers[li];
-    DeviceLayer& l = layers_[li];
-    std::string ctx = "uploading layer " + std::to_string(li);
-    // Progress for large checkpoints (a 60 GB model uploads for tens of seconds).
-    if (weight_bytes_ > (size_t(1) << 30) && (li % 8 == 0 || li + 1 == cfg_.n_layers)) {
-      MS_LOG(Info) << "gpu: uploading weights, layer " << li + 1 << "/" << cfg_.n_layers << " ("
-                   << weight_bytes_ / (1 << 20) << " MiB in all)";
-    }
-    MS_RETURN_IF_ERROR(put_bf16(l.qkv_w, 0, s.q).with_context(ctx));
-    MS_RETURN_IF_ERROR(put_bf16(l.qkv_w, qw * H, s.k).with_context(ctx));
-    MS_RETURN_IF_ERROR(put_bf16(l.qkv_w, (qw + kvw) * H, s.v).with_context(ctx));
-    MS_RETURN_IF_ERROR(put_bf16(l.o_w, 0, s.o).with_context(ctx));
+    const DeviceLayer& l = layers_[li];
+    const std::string ctx = "layer " + std::to_string(li);
+    MS_RETURN_IF_ERROR(bf(l.qkv_w, 0, s.q, ctx + " q"));
+    MS_RETURN_IF_ERROR(bf(l.qkv_w, qw * H, s.k, ctx + " k"));
+    MS_RETURN_IF_ERROR(bf(l.qkv_w, (qw + kvw) * H, s.v, ctx + " v"));
+    MS_RETURN_IF_ERROR(bf(l.o_w, 0, s.o, ctx + " o"));
     if (cfg_.attention_bias) {
-      MS_RETURN_IF_ERROR(put_f32(l.qkv_b, 0, s.q_bias));
-      MS_RETURN_IF_ERROR(put_f32(l.qkv_b, qw, s.k_bias));
-      MS_RETURN_IF_ERROR(put_f32(l.qkv_b, qw + kvw, s.v_bias));
-      MS_RETURN_IF_ERROR(put_f32(l.o_b, 0, s.o_bias));
+      MS_RETURN_IF_ERROR(f32(l.qkv_b, 0, s.q_bias, ctx + " q bias"));
+      MS_RETURN_IF_ERROR(f32(l.qkv_b, qw, s.k_bias, ctx + " k bias"));
+      MS_RETURN_IF_ERROR(f32(l.qkv_b, qw + kvw, s.v_bias, ctx + " v bias"));
+      MS_RETURN_IF_ERROR(f32(l.o_b, 0, s.o_bias, ctx + " o bias"));
     }
-    MS_RETURN_IF_ERROR(put_f32(l.attn_norm, 0, s.attn_norm));
-    if (!cfg_.parallel_block) MS_RETURN_IF_ERROR(put_f32(l.ffn_norm, 0, s.ffn_norm));
+    MS_RETURN_IF_ERROR(f32(l.attn_norm, 0, s.attn_norm, ctx + " norm"));
+    if (!cfg_.parallel_block) MS_RETURN_IF_ERROR(f32(l.ffn_norm, 0, s.ffn_norm, ctx + " FFN norm"));
     if (cfg_.qk_norm) {
-      MS_RETURN_IF_ERROR(put_f32(l.q_norm, 0, s.q_norm));
-      MS_RETURN_IF_ERROR(put_f32(l.k_norm, 0, s.k_norm));
+      MS_RETURN_IF_ERROR(f32(l.q_norm, 0, s.q_norm, ctx + " q norm"));
+      MS_RETURN_IF_ERROR(f32(l.k_norm, 0, s.k_norm, ctx + " k norm"));
     }
     if (!cfg_.layers[li].moe) {
       const int64_t F = cfg_.dense_ffn;
-      MS_RETURN_IF_ERROR(put_bf16(l.gate_up, 0, s.gate).with_context(ctx));
-      MS_RETURN_IF_ERROR(put_bf16(l.gate_up, F * H, s.up).with_context(ctx));
-      MS_RETURN_IF_ERROR(put_bf16(l.down, 0, s.down).with_context(ctx));
+      MS_RETURN_IF_ERROR(bf(l.gate_up, 0, s.gate, ctx + " gate"));
+      MS_RETURN_IF_ERROR(bf(l.gate_up, F * H, s.up, ctx + " up"));
+      MS_RETURN_IF_ERROR(bf(l.down, 0, s.down, ctx + " down"));
     } else {
       const int64_t I = cfg_.moe_ffn;
-      MS_RETURN_IF_ERROR(put_bf16(l.router, 0, s.router).with_context(ctx));
+      MS_RETURN_IF_ERROR(bf(l.router, 0, s.router, ctx + " router"));
       if (static_cast<int>(s.experts.size()) != cfg_.n_experts) return internal_error(ctx + ": expert count");
       for (int e = 0; e < cfg_.n_experts; ++e) {
-        MS_RETURN_IF_ERROR(put_bf16(l.experts_gate_up, e * 2 * I * H, s.experts[e].gate).with_context(ctx));
-        MS_RETURN_IF_ERROR(put_bf16(l.experts_gate_up, (e * 2 + 1) * I * H, s.experts[e].up).with_context(ctx));
-        MS_RETURN_IF_ERROR(put_bf16(l.experts_down, e * H * I, s.experts[e].down).with_context(ctx));
+        const std::string ex = ctx + " expert " + std::to_string(e);
+        MS_RETURN_IF_ERROR(bf(l.experts_gate_up, e * 2 * I * H, s.experts[e].gate, ex + " gate"));
+        MS_RETURN_IF_ERROR(bf(l.experts_gate_up, (e * 2 + 1) * I * H, s.experts[e].up, ex + " up"));
+        MS_RETURN_IF_ERROR(bf(l.experts_down, e * H * I, s.experts[e].down, ex + " down"));
       }
       if (cfg_.n_shared_experts > 0) {
         const int64_t S = cfg_.shared_ffn;
-        MS_RETURN_IF_ERROR(put_bf16(l.shared_gate_up, 0, s.shared.gate).with_context(ctx));
-        MS_RETURN_IF_ERROR(put_bf16(l.shared_gate_up, S * H, s.shared.up).with_context(ctx));
-        MS_RETURN_IF_ERROR(put_bf16(l.shared_down, 0, s.shared.down).with_context(ctx));
+        MS_RETURN_IF_ERROR(bf(l.shared_gate_up, 0, s.shared.gate, ctx + " shared gate"));
+        MS_RETURN_IF_ERROR(bf(l.shared_gate_up, S * H, s.shared.up, ctx + " shared up"));
+        MS_RETURN_IF_ERROR(bf(l.shared_down, 0, s.shared.down, ctx + " shared down"));
       }
     }
+  }
+  return Status::ok();
+}
+
+// Reads the shards (bf16 ones not in the page cache with O_DIRECT, the rest
+// out of the mapping) and uploads them through pinned double buffers
+// (src/model/staged_upload.h), with progress (bytes, GB/s) in the log and to
+// opt_.progress, and at the end the split of the time between reading /
+// converting and waiting for the copy engine.
+Status DeviceModel::upload_weights(const ModelWeights& w) {
+  std::vector<UploadJob> jobs;
+  MS_RETURN_IF_ERROR(upload_jobs(w, &jobs));
+  MS_ASSIGN_OR_RETURN(auto sink, PinnedStagingSink::create(opt_.staging_bytes));
+  const int threads = upload_threads(opt_.upload_threads);
+  ThreadPool pool(threads);
+  uint64_t total = 0;
+  for (const UploadJob& j : jobs) total += uint64_t(j.src.numel()) * dtype_size(j.src.dtype);
+  auto emit = [this](const std::string& line) {
+    MS_LOG(Info) << "gpu: " << line;
+    if (opt_.progress) opt_.progress(line);
+  };
+  ByteProgress meter("reading and uploading the weights", total, emit);
+  StagedUploadOptions so;
+  so.pool = &pool;
+  so.progress = [&meter](uint64_t done, uint64_t) { meter.update(done); };
+  MS_ASSIGN_OR_RETURN(StagedUploadStats st, staged_upload(jobs, *sink, so));
+  meter.finish();
+  if (st.src_bytes >= (uint64_t(1) << 30)) {
+    MS_LOG(Info) << "gpu: upload: " << st.pieces << " copies of " << format_gb(st.dst_bytes) << " from "
+                 << format_gb(st.src_bytes) << " of checkpoint (" << format_gb(st.direct_bytes)
+                 << " read with O_DIRECT); reading + converting " << st.convert_seconds << " s (" << threads
+                 << " threads), waiting for the copy engine " << st.wait_seconds << " s";
   }
   return Status::ok();
 }
@@ -172,9 +207,9 @@ Status DeviceModel::random_weights(uint64_t seed) {
   return Status::ok();
 }
 
-// Weights derived from the loaded ones: the routers widened to fp32. The
-// uploads were cudaMemcpy from pageable memory on the legacy stream, which
-// can return before the last DMA lands: wait for the device first.
+// Weights derived from the loaded ones: the routers widened to fp32 (the
+// upload's stream was synchronised; the random fill ran on the legacy
+// stream: wait for the device first).
 Status DeviceModel::derive() {
   MS_CUDA_RETURN(cudaDeviceSynchronize());
   for (DeviceLayer& l : layers_)
@@ -207,13 +242,8 @@ Status DeviceModel::alloc_kv(size_t bytes, const std::vector<int>& blocks) {
   if (!blocks.empty()) {
     kv_ = make_kv_spec_blocks(cfg_, opt_.block_size, blocks, 2);
   } else {
-    size_t budget = bytes;
-    if (budget == 0) {
-      size_t free_b = 0, total_b = 0;
-      MS_CUDA_RETURN(cudaMemGetInfo(&free_b, &total_b));
-      budget = free_b / 10 * 9;
-    }
-    kv_ = make_kv_spec(cfg_, opt_.block_size, budget, 2);
+    if (bytes == 0) return invalid_argument("alloc_kv: no KV budget given");
+    kv_ = make_kv_spec(cfg_, opt_.block_size, bytes, 2);
   }
   if (kv_.groups.size() > 2) return internal_error("more than two KV groups");
   size_t total = 0;

@@ -14,11 +14,14 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/backend.h"
 #include "gpu/common/device_buffer.h"
+#include "model/staged_upload.h"
 #include "model/weights.h"
 
 namespace ms::gpu {
@@ -43,12 +46,20 @@ struct DeviceLayer {
 
 struct DeviceModelOptions {
   int block_size = 64;  // KV tokens per block
+  int upload_threads = 0;  // threads reading / converting into the staging buffers (0: half the cores, 1..8)
+  // Each of the two pinned staging buffers: a full buffer's copy takes ~2.7 ms
+  // at 25 GB/s against a few us to enqueue one; pinning 128 MiB takes ms.
+  size_t staging_bytes = size_t(64) << 20;
+  // Upload progress lines ("reading and uploading the weights: 12.40 / 61.04 GB
+  // (20%), 5.12 GB/s, 10 s left"), about one a second, for models >= 1 GiB
+  // (the server's /health "loading" reason).
+  std::function<void(const std::string&)> progress;
 };
 
 class DeviceModel {
  public:
-  // Uploads a checkpoint's weights (converted to bf16), with progress in the
-  // log for large models.
+  // Uploads a checkpoint's weights (converted to bf16) through pinned double
+  // buffers, with progress in the log and to opt.progress for large models.
   static Result<std::unique_ptr<DeviceModel>> create(const ModelConfig& cfg, const ModelWeights& w,
                                                      const DeviceModelOptions& opt);
   // Random bf16 weights of the full shape generated on the device (no host
@@ -56,10 +67,10 @@ class DeviceModel {
   static Result<std::unique_ptr<DeviceModel>> create_random(const ModelConfig& cfg, uint64_t seed,
                                                             const DeviceModelOptions& opt);
 
-  // Allocates the KV pool: `bytes` of bf16 K and V over all layers (0: 90% of
-  // the device memory free now, so executors allocate their buffers first),
+  // Allocates the KV pool: `bytes` (> 0) of bf16 K and V over all layers,
   // split into the groups of make_kv_spec, or exactly `blocks` blocks per
-  // group when given; zero-filled.
+  // group when given; zero-filled. GpuBackend sizes `bytes` from the memory
+  // left once the executors hold their buffers (plan_kv_memory).
   Status alloc_kv(size_t bytes, const std::vector<int>& blocks = {});
   // Fills the whole KV pool with random bf16 values (benchmark contexts).
   Status fill_kv_random(uint64_t seed, cudaStream_t stream);
@@ -82,6 +93,7 @@ class DeviceModel {
   DeviceModel() = default;
   Status init(const ModelConfig& cfg, const DeviceModelOptions& opt);
   Status alloc_weights();
+  Status upload_jobs(const ModelWeights& w, std::vector<UploadJob>* jobs) const;
   Status upload_weights(const ModelWeights& w);
   Status random_weights(uint64_t seed);
   Status derive();  // router_f32 from the uploaded routers

@@ -1,6 +1,7 @@
 #include "gpu/gpu_backend.h"
 
 #include "core/log.h"
+#include "engine/kv_sizing.h"
 #include "gpu/common/cuda_check.h"
 
 namespace ms::gpu {
@@ -29,7 +30,17 @@ Status GpuBackend::init_executors(const GpuBackendOptions& opt) {
     }
   }
   // The KV pool last: its default size is what the executors left.
-  MS_RETURN_IF_ERROR(model_->alloc_kv(opt.kv_bytes, opt.kv_blocks));
+  if (opt.kv_blocks.empty()) {
+    DeviceMemory mem;
+    MS_CUDA_RETURN(cudaMemGetInfo(&mem.free, &mem.total));
+    MS_ASSIGN_OR_RETURN(KvMemoryPlan plan,
+                        plan_kv_memory(mem, model_->weight_bytes(), opt.kv_bytes, opt.gpu_memory_utilization));
+    kv_plan_ = plan.explanation;
+    MS_LOG(Info) << "gpu: " << kv_plan_;
+    MS_RETURN_IF_ERROR(model_->alloc_kv(plan.bytes));
+  } else {
+    MS_RETURN_IF_ERROR(model_->alloc_kv(0, opt.kv_blocks));
+  }
   if (mk_all_) {
     MS_RETURN_IF_ERROR(mk_all_->bind_kv());
     mk_ = mk_all_.get();
@@ -40,13 +51,48 @@ Status GpuBackend::init_executors(const GpuBackendOptions& opt) {
   return Status::ok();
 }
 
+GpuBackend::~GpuBackend() {
+  // The members free device memory, streams and graphs of this device.
+  (void)bind_device();
+}
+
+Status GpuBackend::bind_device() const {
+  MS_CUDA_RETURN(cudaSetDevice(device_));
+  return Status::ok();
+}
+
+// An empty backend on opt.device, made current before anything is allocated.
+Result<std::unique_ptr<GpuBackend>> GpuBackend::start(const GpuBackendOptions& opt) {
+  auto b = std::unique_ptr<GpuBackend>(new GpuBackend());
+  if (opt.device >= 0) {
+    int n = 0;
+    MS_CUDA_RETURN(cudaGetDeviceCount(&n));
+    if (opt.device >= n)
+      return invalid_argument("CUDA device " + std::to_string(opt.device) + " does not exist (" + std::to_string(n) +
+                              " devices)");
+    b->device_ = opt.device;
+    MS_RETURN_IF_ERROR(b->bind_device());
+  } else {
+    MS_CUDA_RETURN(cudaGetDevice(&b->device_));
+  }
+  return b;
+}
+
+namespace {
+DeviceModelOptions model_options(const GpuBackendOptions& opt) {
+  DeviceModelOptions mo;
+  mo.block_size = opt.block_size;
+  mo.upload_threads = opt.upload_threads;
+  mo.progress = opt.progress;
+  return mo;
+}
+}  // namespace
+
 Result<std::unique_ptr<GpuBackend>> GpuBackend::create(const ModelConfig& cfg, const ModelWeights& w,
                                                        const GpuBackendOptions& opt) {
   MS_RETURN_IF_ERROR(LayeredExecutor::check_supported(cfg));  // before a long upload
-  auto b = std::unique_ptr<GpuBackend>(new GpuBackend());
-  DeviceModelOptions mo;
-  mo.block_size = opt.block_size;
-  MS_ASSIGN_OR_RETURN(b->model_, DeviceModel::create(cfg, w, mo));
+  MS_ASSIGN_OR_RETURN(auto b, start(opt));
+  MS_ASSIGN_OR_RETURN(b->model_, DeviceModel::create(cfg, w, model_options(opt)));
   MS_RETURN_IF_ERROR(b->init_executors(opt));
   return b;
 }
@@ -54,10 +100,8 @@ Result<std::unique_ptr<GpuBackend>> GpuBackend::create(const ModelConfig& cfg, c
 Result<std::unique_ptr<GpuBackend>> GpuBackend::create_random(const ModelConfig& cfg, uint64_t seed,
                                                               const GpuBackendOptions& opt) {
   MS_RETURN_IF_ERROR(LayeredExecutor::check_supported(cfg));
-  auto b = std::unique_ptr<GpuBackend>(new GpuBackend());
-  DeviceModelOptions mo;
-  mo.block_size = opt.block_size;
-  MS_ASSIGN_OR_RETURN(b->model_, DeviceModel::create_random(cfg, seed, mo));
+  MS_ASSIGN_OR_RETURN(auto b, start(opt));
+  MS_ASSIGN_OR_RETURN(b->model_, DeviceModel::create_random(cfg, seed, model_options(opt)));
   MS_RETURN_IF_ERROR(b->init_executors(opt));
   return b;
 }
@@ -80,12 +124,14 @@ Status GpuBackend::set_decode_path(DecodePath p) {
 }
 
 Status GpuBackend::step(const std::vector<SeqWork>& batch, StepResult* out) {
+  MS_RETURN_IF_ERROR(bind_device());
   if (mk_takes(batch)) return mk_->step(batch, out);
   return layered_->step(batch, out);
 }
 
 Status GpuBackend::step_sample(const std::vector<SeqWork>& batch, const std::vector<const SampleSpec*>& specs,
                                std::vector<SampleResult>* out) {
+  MS_RETURN_IF_ERROR(bind_device());
   MS_RETURN_IF_ERROR(validate_batch(model_->kv_spec(), model_->config(), batch));
   MS_RETURN_IF_ERROR(check_sample_specs(batch, specs));
   out->assign(batch.size(), SampleResult{});

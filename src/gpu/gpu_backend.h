@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,10 +28,16 @@ inline const char* decode_path_name(DecodePath p) { return p == DecodePath::kMeg
 Result<DecodePath> parse_decode_path(const std::string& s);
 
 struct GpuBackendOptions {
+  int device = -1;  // CUDA device (-1: the current one); every call into the backend binds it
   int block_size = 64;
-  // KV cache budget in bytes (bf16 K and V, all layers); 0: 90% of the device
-  // memory left after the weights and the executors' buffers.
+  // KV cache budget in bytes (bf16 K and V, all layers); 0: sized by
+  // gpu_memory_utilization once the weights and the executors' buffers are
+  // allocated (plan_kv_memory, src/engine/kv_sizing.h).
   size_t kv_bytes = size_t(1) << 30;
+  double gpu_memory_utilization = 0.9;  // fraction of the device's total memory (vLLM's meaning)
+  // Weight upload: progress lines (DeviceModelOptions::progress) and CPU threads.
+  std::function<void(const std::string&)> progress;
+  int upload_threads = 0;
   std::vector<int> kv_blocks;  // non-empty: exactly these blocks per KV group (benchmarks), not kv_bytes
   int max_context = 0;  // longest sequence (tokens); 0: min(max_position, 262144)
   LayeredOptions layered;
@@ -43,6 +50,7 @@ struct GpuBackendOptions {
 
 class GpuBackend final : public Backend {
  public:
+  ~GpuBackend() override;
   static Result<std::unique_ptr<GpuBackend>> create(const ModelConfig& cfg, const ModelWeights& w,
                                                     const GpuBackendOptions& opt);
   // Random bf16 weights of the full shape generated on the device.
@@ -65,15 +73,24 @@ class GpuBackend final : public Backend {
   // both paths side by side). kMegakernel needs the executor created.
   Status set_decode_path(DecodePath p);
   DeviceModel& model() { return *model_; }
+  int device() const { return device_; }
+  // The KV pool's sizing, as logged at start (plan_kv_memory's explanation).
+  const std::string& kv_plan() const { return kv_plan_; }
   LayeredExecutor& layered() { return *layered_; }
   MkExecutor* megakernel() { return mk_all_.get(); }
   cudaStream_t stream() const { return layered_->stream(); }
 
  private:
   GpuBackend() = default;
+  // Makes the backend's device current on the calling thread (the engine
+  // loop thread is not the one that created the backend).
+  Status bind_device() const;
+  static Result<std::unique_ptr<GpuBackend>> start(const GpuBackendOptions& opt);
   Status init_executors(const GpuBackendOptions& opt);
   bool mk_takes(const std::vector<SeqWork>& batch) const { return mk_ && mk_->accepts(batch); }
 
+  int device_ = 0;
+  std::string kv_plan_;
   std::unique_ptr<DeviceModel> model_;
   std::unique_ptr<LayeredExecutor> layered_;
   std::unique_ptr<MkExecutor> mk_all_;  // created when the model fits it

@@ -110,6 +110,17 @@ Status check_sequence_fits(const KvCacheConfig& cfg, int64_t total_tokens, int c
   return Status::ok();
 }
 
+int64_t max_sequence_tokens(const KvCacheConfig& cfg, int chunk) {
+  const int bs = cfg.block_size;
+  chunk = std::max(chunk, 1);
+  int64_t most = INT64_MAX;
+  for (const KvGroupConfig& g : cfg.groups) {
+    const bool window_fits = g.window > 0 && ceil_div(g.window - 1 + chunk, bs) + 1 <= g.num_blocks;
+    if (!window_fits) most = std::min<int64_t>(most, int64_t(g.num_blocks) * bs);
+  }
+  return most;
+}
+
 bool KvCacheManager::grow(SeqKv& s, int64_t start, int64_t end, const std::vector<std::vector<int32_t>>* hits) {
   const int64_t need = ceil_div(end, cfg_.block_size);
   // Count first: fail without side effects.

@@ -55,6 +55,11 @@ uint64_t make_cache_salt(std::string_view identity);
 // tokens, fits a cache of this layout when alone (else it could never run).
 // ResourceExhausted with the numbers if not.
 Status check_sequence_fits(const KvCacheConfig& cfg, int64_t total_tokens, int chunk);
+// The longest sequence check_sequence_fits accepts (the same rule, solved for
+// the length): full-attention groups hold num_blocks * block_size tokens, a
+// sliding group either holds its window plus a chunk (no bound) or bounds it
+// like a full group. INT64_MAX when no group bounds it.
+int64_t max_sequence_tokens(const KvCacheConfig& cfg, int chunk);
 
 class KvCacheManager {
  public:

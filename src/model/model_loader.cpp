@@ -9,13 +9,12 @@
 #include "core/json_parse.h"
 #include "model/weight_check.h"
 
+#include "core/byte_progress.h"
+
 namespace ms {
 
-Result<std::unique_ptr<LoadedModel>> load_model(const std::string& dir,
-                                                const std::function<void(const std::string&)>& progress) {
-  auto m = std::make_unique<LoadedModel>();
-  MS_ASSIGN_OR_RETURN(m->config, ModelConfig::from_file(dir + "/config.json"));
-  // generation_config.json may override eos (HF generation uses it).
+Result<ModelConfig> load_model_config(const std::string& dir) {
+  MS_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::from_file(dir + "/config.json"));
   std::string gen = dir + "/generation_config.json";
   if (std::filesystem::exists(gen)) {
     std::ifstream in(gen, std::ios::binary);
@@ -32,12 +31,19 @@ Result<std::unique_ptr<LoadedModel>> load_model(const std::string& dir,
         for (auto& x : e)
           if (x.is_number_integer()) ids.push_back(x.get<int>());
       for (int id : ids)
-        if (std::find(m->config.eos_ids.begin(), m->config.eos_ids.end(), id) == m->config.eos_ids.end())
-          m->config.eos_ids.push_back(id);
+        if (std::find(cfg.eos_ids.begin(), cfg.eos_ids.end(), id) == cfg.eos_ids.end()) cfg.eos_ids.push_back(id);
     }
   }
+  return cfg;
+}
+
+Result<std::unique_ptr<LoadedModel>> load_model(const std::string& dir,
+                                                const std::function<void(const std::string&)>& progress) {
+  auto m = std::make_unique<LoadedModel>();
+  MS_ASSIGN_OR_RETURN(m->config, load_model_config(dir));
   MS_ASSIGN_OR_RETURN(m->checkpoint, Checkpoint::open(dir, progress));
   MS_ASSIGN_OR_RETURN(m->weights, bind_weights(m->config, *m->checkpoint));
+  if (progress) progress("mapped " + format_gb(m->checkpoint->total_bytes()) + " of weights");
   FiniteCheckStats st;
   MS_RETURN_IF_ERROR(check_finite(*m->checkpoint, 0, &st));
   if (progress) {

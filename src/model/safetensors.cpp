@@ -137,6 +137,7 @@ Result<std::vector<TensorInfo>> parse_safetensors(const uint8_t* bytes, size_t s
       return data_loss(where + ": byte size " + std::to_string(e - b) + " does not match dtype " +
                        dtype_name(t.dtype) + " and shape " + t.shape_str());
     t.data = base + b;
+    t.file_offset = 8 + hlen + b;
     t.nbytes = e - b;
     out.push_back(std::move(t));
   }

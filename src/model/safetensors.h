@@ -21,6 +21,7 @@ struct TensorInfo {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // into the mmapped shard
+  uint64_t file_offset = 0;       // of data in the shard (direct reads bypass the mapping)
   size_t nbytes = 0;
 
   int64_t numel() const;

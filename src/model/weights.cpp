@@ -48,6 +48,8 @@ class Binder {
     out->rows = shape.size() == 1 ? 1 : shape[0];
     out->cols = shape.back();
     out->data = t->data;
+    out->file = &t->file;
+    out->file_offset = t->file_offset;
     return Status::ok();
   }
 
@@ -62,7 +64,10 @@ class Binder {
     out->dtype = t->dtype;
     out->rows = rows;
     out->cols = shape[2];
-    out->data = t->data + ((index * shape[1] + r0) * shape[2]) * dtype_size(t->dtype);
+    const uint64_t skip = uint64_t((index * shape[1] + r0) * shape[2]) * dtype_size(t->dtype);
+    out->data = t->data + skip;
+    out->file = &t->file;
+    out->file_offset = t->file_offset + skip;
     return Status::ok();
   }
 
@@ -100,6 +105,22 @@ std::vector<float> MatView::to_f32() const {
   std::vector<float> out(static_cast<size_t>(numel()));
   for (int64_t i = 0; i < numel(); ++i) out[i] = load_elem(dtype, data, i);
   return out;
+}
+
+void MatView::to_f32(int64_t begin, int64_t n, float* out) const {
+  if (dtype == DType::kF32) {
+    std::memcpy(out, data + 4 * begin, size_t(n) * 4);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = load_elem(dtype, data, begin + i);
+}
+
+void MatView::to_bf16(int64_t begin, int64_t n, uint16_t* out) const {
+  if (dtype == DType::kBF16) {
+    std::memcpy(out, data + 2 * begin, size_t(n) * 2);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(load_elem(dtype, data, begin + i));
 }
 
 float MatView::at(int64_t r, int64_t c) const { return load_elem(dtype, data, r * cols + c); }

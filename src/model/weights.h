@@ -20,11 +20,20 @@ struct MatView {
   DType dtype = DType::kBF16;
   int64_t rows = 0, cols = 0;
   const uint8_t* data = nullptr;  // first element of the slice
+  // Where data lives on disk: the shard's path (owned by the Checkpoint) and
+  // the byte offset of data in it; null when the view is not of a file.
+  const std::string* file = nullptr;
+  uint64_t file_offset = 0;
 
   bool empty() const { return data == nullptr; }
   int64_t numel() const { return rows * cols; }
   // Converts to fp32 (row-major rows x cols).
   std::vector<float> to_f32() const;
+  // Elements [begin, begin + n) as fp32, or as bf16 bits (bf16 copied as is,
+  // others rounded to nearest even): what the GPU upload stages, bit-exact
+  // with to_f32() and f32_to_bf16 of it.
+  void to_f32(int64_t begin, int64_t n, float* out) const;
+  void to_bf16(int64_t begin, int64_t n, uint16_t* out) const;
   float at(int64_t r, int64_t c) const;
 };
 

@@ -19,10 +19,12 @@ namespace {
 
 class EngineImpl final : public Engine {
  public:
-  EngineImpl(std::unique_ptr<Backend> backend, const EngineOptions& opt, int max_model_len, uint64_t salt)
-      : backend_(std::move(backend)), opt_(opt), max_model_len_(max_model_len),
+  EngineImpl(std::unique_ptr<Backend> backend, const EngineOptions& opt, int max_model_len, uint64_t salt,
+             KvCapacity capacity)
+      : backend_(std::move(backend)), opt_(opt), max_model_len_(max_model_len), capacity_(std::move(capacity)),
         sched_(backend_->kv_spec(), SchedulerOptions{opt.max_batch, opt.prefill_chunk}, opt.prefix_caching, salt),
         kv_cfg_(sched_.kv().config()), seed_rng_(std::random_device{}()) {
+    stats_.kv_capacity = capacity_;
     publish_stats();
     thread_ = std::thread([this] { loop(); });
   }
@@ -75,6 +77,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<Backend> backend_;
   const EngineOptions opt_;
   const int max_model_len_;
+  const KvCapacity capacity_;
 
   // Owned by the loop thread.
   Scheduler sched_;
@@ -122,7 +125,8 @@ Status EngineImpl::submit(Request req) {
     return out_of_range("prompt (" + std::to_string(req.prompt.size()) + " tokens) + max_tokens (" +
                         std::to_string(req.max_tokens) + ") = " + std::to_string(total) +
                         " tokens exceeds the maximum context length of " + std::to_string(max_model_len_) +
-                        " tokens");
+                        " tokens" + (capacity_.bounds_context ? " (what the KV cache holds: " + describe(capacity_) + ")"
+                                                           : std::string()));
   if (Status st = check_sequence_fits(kv_cfg_, total, opt_.prefill_chunk); !st.is_ok())
     return out_of_range("request does not fit the KV cache: " + st.message());
   {
@@ -438,11 +442,25 @@ Result<std::unique_ptr<Engine>> make_engine(std::unique_ptr<Backend> backend, co
   int max_len = cfg.max_position > 0 ? cfg.max_position : opt.max_model_len;
   if (opt.max_model_len > 0) max_len = std::min(max_len > 0 ? max_len : opt.max_model_len, opt.max_model_len);
   if (max_len <= 0) return invalid_argument("unknown context length: set max_model_len");
+  KvCapacity cap = kv_capacity(backend->kv_spec(), opt.prefill_chunk);
+  if (cap.max_request_tokens < max_len) {
+    // The model's own length is lowered to what the cache holds (a default
+    // that cannot serve its longest request would 400 every chat request
+    // that leaves max_tokens unset); an explicit one is the user's promise.
+    if (opt.max_model_len > 0)
+      return invalid_argument("max_model_len " + std::to_string(opt.max_model_len) +
+                              " does not fit the KV cache: one sequence can hold at most " +
+                              std::to_string(cap.max_request_tokens) + " tokens (" + describe(cap) +
+                              "): lower it, or give the KV cache more memory (--gpu-memory-utilization, --kv-cache-mb)");
+    max_len = static_cast<int>(cap.max_request_tokens);
+    cap.bounds_context = true;
+  }
+  cap.max_request_tokens = max_len;
   // Salt: everything that changes cached KV bytes.
   std::string identity = cfg.to_json().dump() + "|block=" + std::to_string(backend->kv_spec().block_size) +
                          "|backend=" + backend->name() + "|" + cache_identity;
   uint64_t salt = make_cache_salt(identity);
-  return std::unique_ptr<Engine>(new EngineImpl(std::move(backend), opt, max_len, salt));
+  return std::unique_ptr<Engine>(new EngineImpl(std::move(backend), opt, max_len, salt, std::move(cap)));
 }
 
 }  // namespace ms

@@ -103,7 +103,10 @@ ApiError Generation::start(ServerContext& ctx, Endpoint endpoint, const Json& bo
     int max_tokens = 0;
     err = fit_context(prompt_len, r.max_tokens, g->chat_like() ? max_len : 16, max_len, r.strict_max_tokens,
                       prompt_param, r.max_tokens_param, &max_tokens);
-    if (!err.ok()) return err;
+    if (!err.ok()) {
+      if (err.code == "context_length_exceeded" && !ctx.context_note.empty()) err.message += " " + ctx.context_note;
+      return err;
+    }
     if (r.max_tokens && max_tokens < *r.max_tokens) {
       MS_LOG(Debug) << g->meta_.id << ": " << r.max_tokens_param << " " << *r.max_tokens << " clamped to "
                     << max_tokens << " (prompt " << prompt_len << " of " << max_len << " tokens)";

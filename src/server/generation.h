@@ -35,6 +35,9 @@ struct ServerContext {
   ToolCallFormat tool_format = ToolCallFormat::kNone;
   Metrics* metrics = nullptr;
   ProtocolLimits limits;
+  // Appended to context_length_exceeded messages when the KV cache, not the
+  // model, sets max_model_len (which memory flags give it more).
+  std::string context_note;
   int poll_ms = 50;                     // channel wait granularity
   StructuredOutputCache structured_outputs;  // compiled response_format / strict-tool grammars
   bool special_tokens_in_content = false;  // chat_prompt.h: client text may carry control tokens

@@ -30,6 +30,7 @@
 #include "scheduler/engine_impl.h"
 #include "server/api_routes.h"
 #include "server/backend_factory.h"
+#include "tokenizer/dummy_tokenizer.h"
 
 namespace ms::server {
 namespace {
@@ -42,12 +43,16 @@ Flags serve_flags() {
       .add("api-key", "require 'Authorization: Bearer KEY' on all endpoints but /health; visible in ps: "
                       "prefer --api-key-file or the environment variable MEGASERVE_API_KEY")
       .add("api-key-file", "read the API key from this file (trailing newline stripped)")
-      .add("served-model-name", "model id in the API (default: the model directory's name)")
-      .add("backend", "ref (fp32 CPU) or cuda (GPU; 'layered' is accepted as its old name)", "ref")
-      .add("decode-backend", "cuda: decode steps on the megakernel or the layered kernels", "layered")
+      .add("served-model-name", "model id in the API (default: the model directory's name)");
+  add_backend_flags(f);
+  f.add("decode-backend", "cuda: decode steps on the megakernel or the layered kernels", "layered")
       .add("max-batch", "decode rows per step, 1..8", "8")
       .add("prefill-chunk", "prompt tokens prefilled per step", "512")
-      .add("kv-cache-mb", "KV-cache memory budget in MiB", "512")
+      .add("gpu-memory-utilization",
+           "cuda: fraction of the GPU's total memory the server may use; the KV cache gets what the weights and "
+           "buffers leave of it",
+           "0.9")
+      .add("kv-cache-mb", "KV-cache memory in MiB, overriding --gpu-memory-utilization (default: ref 512)")
       .add("block-size", "tokens per KV block", "64")
       .add("max-model-len", "context length limit (0: the model's)", "0")
       .add("max-waiting", "queued requests before 429", "256")
@@ -97,15 +102,49 @@ Result<std::string> read_text(const std::string& path) {
   return ss.str();
 }
 
-Result<std::unique_ptr<Backend>> create_backend(const ServeConfig& c, const LoadedModel& m) {
+Result<std::unique_ptr<Backend>> create_backend(const ServeConfig& c, const BackendDecision& d, const LoadedModel& m,
+                                                LoadProgress& progress) {
   BackendChoice choice;
-  choice.name = c.backend;
+  choice.name = d.name;
+  choice.device = d.device;
   choice.block_size = c.block_size;
   choice.kv_bytes = size_t(c.kv_cache_mb) << 20;
+  choice.gpu_memory_utilization = c.gpu_memory_utilization;
   choice.threads = c.cpu_threads;
   choice.max_context = c.max_model_len;
   choice.decode = c.decode_backend;
+  choice.random_weights = c.load_format == "dummy" && d.name == "cuda";
+  choice.seed = c.seed;
+  choice.progress = [&progress](const std::string& line) { progress.set(line); };
   return make_backend(m, choice);
+}
+
+// The tokenizer.json of the model directory, or, for dummy weights on a
+// directory without one, the byte-level stand-in of the model's vocabulary.
+Result<Tokenizer> load_tokenizer(const ServeConfig& c, const ModelConfig& model) {
+  if (c.load_format == "dummy" && !std::filesystem::exists(c.model_dir + "/tokenizer.json")) {
+    MS_LOG(Info) << "tokenizer: " << c.model_dir << " has no tokenizer.json: a dummy byte-level tokenizer of the "
+                 << model.vocab_size << " ids (256 bytes, <|bos|> / <|eos|>, other ids decode to \"<ID>\")";
+    return make_dummy_tokenizer(model.vocab_size, model.bos_id, model.eos_ids);
+  }
+  return Tokenizer::load(c.model_dir);
+}
+
+// The KV cache's size in the log, and what it means for the context length.
+void log_kv_capacity(const ServeConfig& c, const std::string& backend, const Engine& engine, ServerContext* ctx) {
+  const KvCapacity cap = engine.stats().kv_capacity;
+  MS_LOG(Info) << "kv cache: " << describe(cap);
+  MS_LOG(Info) << "kv cache: " << cap.context_tokens << " tokens of context in the full-attention group (all "
+               << "requests together); largest request " << cap.max_request_tokens << " tokens";
+  if (cap.bounds_context) {
+    MS_LOG(Warn) << "max_model_len lowered to " << engine.max_model_len() << " tokens (the model's is "
+                 << engine.config().max_position << "): what the KV cache holds for one sequence; "
+                 << (c.kv_cache_mb > 0 || backend != "cuda" ? "raise --kv-cache-mb"
+                                                            : "raise --gpu-memory-utilization or --kv-cache-mb")
+                 << " for more";
+    ctx->context_note = "(This server's KV cache holds " + std::to_string(engine.max_model_len()) +
+                        " tokens for one request.)";
+  }
 }
 
 // Blocks SIGINT / SIGTERM in every thread started after this; one thread sigwait()s.
@@ -151,9 +190,11 @@ void drain(HttpServer& http, ServerContext& ctx, const sigset_t& sigs, int timeo
 std::string ServeConfig::summary() const {
   std::ostringstream o;
   o << "model=" << model_dir << " served_model_name=" << served_model_name << " backend=" << backend
-    << " decode_backend=" << decode_backend
+    << " device=" << device << " decode_backend=" << decode_backend << " load_format=" << load_format
+    << " seed=" << seed << " gpu_memory_utilization=" << gpu_memory_utilization
     << " host=" << http.host << " port=" << http.port << " api_key=" << (http.api_key.empty() ? "off" : "on")
-    << " max_batch=" << max_batch << " prefill_chunk=" << prefill_chunk << " kv_cache_mb=" << kv_cache_mb
+    << " max_batch=" << max_batch << " prefill_chunk=" << prefill_chunk
+    << " kv_cache_mb=" << (kv_cache_mb > 0 ? std::to_string(kv_cache_mb) : "auto")
     << " block_size=" << block_size << " max_model_len=" << max_model_len << " max_waiting=" << max_waiting
     << " prefix_caching=" << (prefix_caching ? "on" : "off") << " tool_call_parser=" << tool_call_parser
     << " http_threads=" << http.threads << " max_connections=" << http.max_connections
@@ -197,7 +238,16 @@ Result<ServeConfig> parse_serve_args(const std::vector<std::string>& args, bool*
   MS_RETURN_IF_ERROR(geti("port", 0, 65535, &c.http.port));
   MS_RETURN_IF_ERROR(geti("max-batch", 1, 8, &c.max_batch));
   MS_RETURN_IF_ERROR(geti("prefill-chunk", 1, 1 << 20, &c.prefill_chunk));
-  MS_RETURN_IF_ERROR(geti("kv-cache-mb", 1, 1 << 24, &c.kv_cache_mb));
+  if (f.has("kv-cache-mb")) MS_RETURN_IF_ERROR(geti("kv-cache-mb", 1, 1 << 24, &c.kv_cache_mb));
+  if (f.has("device")) MS_RETURN_IF_ERROR(geti("device", 0, 1023, &c.device));
+  auto util = f.number("gpu-memory-utilization", 0.01, 1.0);
+  if (!util.is_ok()) return flag_error("gpu-memory-utilization", util.status());
+  c.gpu_memory_utilization = *util;
+  auto seed = f.integer("seed", 0, INT64_MAX);
+  if (!seed.is_ok()) return flag_error("seed", seed.status());
+  c.seed = static_cast<uint64_t>(*seed);
+  c.load_format = f.str("load-format");
+  MS_RETURN_IF_ERROR(parse_load_format(c.load_format).status());
   MS_RETURN_IF_ERROR(geti("block-size", 1, 4096, &c.block_size));
   MS_RETURN_IF_ERROR(geti("max-model-len", 0, 1 << 24, &c.max_model_len));
   MS_RETURN_IF_ERROR(geti("max-waiting", 1, 1 << 20, &c.max_waiting));
@@ -223,14 +273,9 @@ Result<ServeConfig> parse_serve_args(const std::vector<std::string>& args, bool*
   c.decode_backend = f.str("decode-backend");
   if (c.decode_backend != "layered" && c.decode_backend != "megakernel")
     return invalid_argument("--decode-backend must be megakernel or layered, got '" + c.decode_backend + "'");
-#ifdef MEGASERVE_WITH_CUDA
   if (c.backend == "layered") c.backend = "cuda";
-  if (c.backend != "ref" && c.backend != "cuda") {
-    return invalid_argument("--backend must be ref or cuda, got '" + c.backend + "'");
-  }
-#else
-  if (c.backend != "ref") return invalid_argument("--backend must be ref (built without CUDA), got '" + c.backend + "'");
-#endif
+  if (c.backend != "auto" && c.backend != "ref" && c.backend != "cuda")
+    return invalid_argument("--backend must be auto, ref or cuda, got '" + c.backend + "'");
   c.tool_call_parser = f.str("tool-call-parser");
   if (c.tool_call_parser != "auto") {
     auto fmt = parse_tool_call_format(c.tool_call_parser);
@@ -280,6 +325,12 @@ int run_serve(const std::vector<std::string>& args) {
     MS_LOG(Warn) << "--api-key on the command line is visible to every user of this machine (ps); "
                     "use --api-key-file or MEGASERVE_API_KEY";
   }
+  auto decision = resolve_backend(cfg.backend, cfg.device, probe_gpus());
+  if (!decision.is_ok()) {
+    std::fprintf(stderr, "megaserve serve: %s\n", decision.status().message().c_str());
+    return 2;
+  }
+  MS_LOG(Info) << decision->log_line;
   auto fail = [](const Status& s) {
     MS_LOG(Error) << "serve: " << s.message();
     return 1;
@@ -325,14 +376,15 @@ int run_serve(const std::vector<std::string>& args) {
     drained_cv.wait(l, [&] { return drained; });
   };
 
-  auto model = load_model(cfg.model_dir, [&progress](const std::string& m) {
-    MS_LOG(Info) << "load: " << m;
-    progress.set("loading " + m);
-  });
+  auto model = load_for_backend(cfg.model_dir, parse_load_format(cfg.load_format).value(), decision->name, cfg.seed,
+                                [&progress](const std::string& m) {
+                                  MS_LOG(Info) << "load: " << m;
+                                  progress.set("loading: " + m);
+                                });
   if (!model.is_ok()) return fail(model.status());
   MS_LOG(Info) << "model: " << (*model)->config.summary();
   progress.set("loading the tokenizer");
-  auto tok = Tokenizer::load(cfg.model_dir);
+  auto tok = load_tokenizer(cfg, (*model)->config);
   if (!tok.is_ok()) return fail(tok.status().with_context("loading the tokenizer"));
   if (Status s = tok->check_fits_vocab((*model)->config.vocab_size, cfg.model_dir + "/config.json"); !s.is_ok()) {
     return fail(s);
@@ -379,8 +431,8 @@ int run_serve(const std::vector<std::string>& args) {
   }
   MS_LOG(Info) << "tool-call parser: " << tool_call_format_name(tool_format);
 
-  progress.set("creating the " + cfg.backend + " backend");
-  auto backend = create_backend(cfg, **model);
+  progress.set("creating the " + decision->name + " backend");
+  auto backend = create_backend(cfg, *decision, **model, progress);
   if (!backend.is_ok()) return fail(backend.status());
   EngineOptions eo;
   eo.max_batch = cfg.max_batch;
@@ -390,6 +442,7 @@ int run_serve(const std::vector<std::string>& args) {
   eo.prefix_caching = cfg.prefix_caching;
   auto engine = make_engine(std::move(backend.value()), eo, std::filesystem::absolute(cfg.model_dir).string());
   if (!engine.is_ok()) return fail(engine.status());
+  log_kv_capacity(cfg, decision->name, **engine, &ctx);
 
   ctx.engine = engine->get();
   ctx.tokenizer = &tok.value();

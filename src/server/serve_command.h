@@ -13,11 +13,15 @@ namespace ms::server {
 struct ServeConfig {
   std::string model_dir;
   std::string served_model_name;  // default: the model directory's base name
-  std::string backend = "ref";    // ref | cuda
+  std::string backend = "auto";   // auto | ref | cuda (resolve_backend decides at start)
+  int device = -1;                // --device (-1: not given)
   std::string decode_backend = "layered";  // cuda: megakernel | layered
+  std::string load_format = "auto";        // auto | dummy
+  uint64_t seed = 0;                        // dummy weights
   int max_batch = 8;
   int prefill_chunk = 512;
-  int kv_cache_mb = 512;
+  int kv_cache_mb = 0;            // 0: the backend sizes it (cuda: gpu_memory_utilization; ref: 512 MiB)
+  double gpu_memory_utilization = 0.9;
   int block_size = 64;
   int max_model_len = 0;          // 0: the model's
   int max_waiting = 256;

@@ -212,6 +212,42 @@ TEST(Engine, MaxModelLenAboveTheModelsIsRefused) {
   EXPECT_TRUE(make_engine(backend(), opt).is_ok());
 }
 
+// The model's context (256 tokens here) is lowered to what one sequence can
+// hold (8 blocks x 4 tokens per group: the sliding group cannot hold its
+// window plus a 512-token chunk, so it bounds too); an explicit
+// max_model_len over it is refused.
+TEST(Engine, MaxModelLenFollowsTheKvCache) {
+  auto small = start({}, 8);
+  EXPECT_EQ(small->max_model_len(), 32);
+  KvCapacity cap = small->stats().kv_capacity;
+  EXPECT_TRUE(cap.bounds_context);
+  EXPECT_EQ(cap.max_request_tokens, 32);
+  EXPECT_EQ(cap.context_tokens, 32);
+  EXPECT_EQ(cap.block_size, 4);
+  ASSERT_EQ(cap.groups.size(), 2u);  // full and sliding (window 8) layers
+  EXPECT_EQ(cap.groups[0].window, 0);
+  EXPECT_EQ(cap.groups[0].blocks, 8);
+  EXPECT_EQ(cap.groups[1].window, 8);
+
+  auto big = start({}, 256);  // 1024 tokens: the model's 256 stand
+  EXPECT_EQ(big->max_model_len(), 256);
+  EXPECT_FALSE(big->stats().kv_capacity.bounds_context);
+  EXPECT_EQ(big->stats().kv_capacity.max_request_tokens, 256);
+  EXPECT_EQ(big->stats().kv_capacity.context_tokens, 1024);
+
+  EngineOptions opt;
+  opt.max_model_len = 64;
+  auto refused = make_engine(backend(8), opt);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("max_model_len 64 does not fit the KV cache: one sequence can hold at "
+                                            "most 32 tokens"),
+            std::string::npos)
+      << refused.status().message();
+  opt.max_model_len = 32;
+  EXPECT_TRUE(make_engine(backend(8), opt).is_ok());
+}
+
 TEST(Engine, ValidationErrors) {
   EngineOptions opt;
   opt.max_model_len = 100;
@@ -372,6 +408,12 @@ TEST(Engine, RequestLargerThanTheKvCacheIsRejected) {
   auto engine = start({}, 8);  // 8 blocks of 4 tokens per group
   Status st = engine->submit(make_request(prompt_of(30, 1), 10));
   EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
+  // The message names the request, the limit and the cache behind it.
+  EXPECT_NE(st.message().find("= 40 tokens exceeds the maximum context length of 32 tokens (what the KV cache holds: "
+                              "group 0"),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("8 blocks x 4 tokens = 32 tokens"), std::string::npos) << st.message();
   Request ok = make_request(prompt_of(20, 1), 10);
   auto ch = ok.channel;
   EXPECT_TRUE(engine->submit(std::move(ok)).is_ok());

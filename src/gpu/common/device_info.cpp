@@ -7,18 +7,35 @@
 namespace ms::gpu {
 
 bool has_gpu() {
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  int major = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess) {
+  int n = 0, dev = 0, major = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0 || cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
   return major >= 9;
+}
+
+GpuListing list_gpus() {
+  GpuListing out;
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    out.error = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    (void)cudaGetLastError();
+    return out;
+  }
+  for (int i = 0; i < n; ++i) {
+    cudaDeviceProp p{};
+    if ((e = cudaGetDeviceProperties(&p, i)) != cudaSuccess) {
+      out.error = "GPU " + std::to_string(i) + ": " + cudaGetErrorString(e);
+      (void)cudaGetLastError();
+      out.devices.clear();
+      return out;
+    }
+    out.devices.push_back({p.name, p.major, p.minor, p.totalGlobalMem});
+  }
+  return out;
 }
 
 Result<DeviceInfo> device_info() {

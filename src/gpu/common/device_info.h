@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -21,8 +22,23 @@ struct DeviceInfo {
   double nominal_bw_gbs = 0;
 };
 
-// True when a CUDA device with compute capability >= 9.0 is usable.
+// True when the current CUDA device (device 0 unless cudaSetDevice chose
+// another) is usable and has compute capability >= 9.0.
 bool has_gpu();
+
+// What the CUDA runtime sees, without creating a context: the device count
+// (0 with `error` set when the runtime or driver cannot be used) and each
+// device's name, compute capability and memory.
+struct GpuListing {
+  struct Device {
+    std::string name;
+    int cc_major = 0, cc_minor = 0;
+    size_t total_mem = 0;
+  };
+  std::vector<Device> devices;
+  std::string error;  // why there are none (cudaGetDeviceCount's error), if any
+};
+GpuListing list_gpus();
 // Properties of the current device.
 Result<DeviceInfo> device_info();
 
