@@ -628,8 +628,10 @@ TEST(MkNmcFull, TeacherForcedAgainstTheLayeredExecutor) {
   if (free_b < (size_t(24) << 30)) GTEST_SKIP() << "needs ~24 GB of free device memory";
   const int bs = 64, max_ctx = 65536 + 128, max_rows = 8;
   GpuBackendOptions o = mk_options(bs, max_ctx + 64);
-  // Two copies of every row's context (layered and megakernel sides).
-  o.kv_blocks = kv_blocks_for(*cfg, bs, 2 * max_rows, max_ctx + 64);
+  // Two copies of every row's context (layered and megakernel sides) and a
+  // spare slot the preempted row moves to.
+  const int slots = 2 * max_rows + 1, spare = 2 * max_rows;
+  o.kv_blocks = kv_blocks_for(*cfg, bs, slots, max_ctx + 64);
   auto gpu = GpuBackend::create_random(*cfg, 3, o);
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
   GpuBackend& b = **gpu;
@@ -668,11 +670,13 @@ TEST(MkNmcFull, TeacherForcedAgainstTheLayeredExecutor) {
           for (size_t g = 0; g < kv.groups.size(); ++g) {
             const KvGroupSpec& gs = kv.groups[g];
             const int need = (w.start_pos + 64 + bs) / bs + 1;
+            // Each slot owns num_blocks / slots blocks of the group (what
+            // kv_blocks_for provisioned: a window ring, or the whole context).
+            const int per = gs.num_blocks / slots;
+            ASSERT_GE(per, gs.window > 0 ? (gs.window + bs - 1) / bs + 1 : need) << "group " << g;
             if (gs.window > 0) {
-              const int ring = gs.window / bs + 2;
-              for (int i = 0; i < need; ++i) w.block_tables[g].push_back(row_slot * ring + i % ring);
+              for (int i = 0; i < need; ++i) w.block_tables[g].push_back(row_slot * per + i % per);
             } else {
-              const int per = (max_ctx + 64) / bs + 1;
               for (int i = 0; i < need; ++i) {
                 const bool shared = r == 1 && i < need / 2;
                 w.block_tables[g].push_back((shared ? side * rows : row_slot) * per + i);
@@ -690,16 +694,20 @@ TEST(MkNmcFull, TeacherForcedAgainstTheLayeredExecutor) {
       int top1_checked = 0, top1_equal = 0, routes_checked = 0, routes_equal = 0, rows_alike = 0;
       for (int step = 0; step < 64; ++step) {
         if (step == 32 && rows > 1) {
-          // Row 2 (or 1) of side B moves to fresh blocks holding the same K/V, as after a preemption and recompute.
+          // The last row of side B moves its full-attention context to the
+          // spare slot's blocks holding the same K/V, as after a preemption
+          // and recompute (row 1's shared prefix blocks become its own).
           const int r = rows - 1;
-          for (size_t g = 0; g < kv.groups.size(); ++g)
-            for (auto& id : m[r].block_tables[g]) {
-              const int32_t fresh = id + static_cast<int32_t>((2 * max_rows) * ((max_ctx + 64) / bs + 1) / 2);
-              if (fresh < kv.groups[g].num_blocks && kv.groups[g].window == 0) {
-                ASSERT_OK(copy_block(static_cast<int>(g), id, fresh));
-                id = fresh;
-              }
+          for (size_t g = 0; g < kv.groups.size(); ++g) {
+            if (kv.groups[g].window > 0) continue;
+            const int per = kv.groups[g].num_blocks / slots;
+            auto& t = m[r].block_tables[g];
+            for (size_t i = 0; i < t.size(); ++i) {
+              const int32_t fresh = static_cast<int32_t>(spare * per + static_cast<int>(i));
+              ASSERT_OK(copy_block(static_cast<int>(g), t[i], fresh));
+              t[i] = fresh;
             }
+          }
         }
         StepResult ra, rm;
         ASSERT_OK(b.set_decode_path(DecodePath::kLayered));
