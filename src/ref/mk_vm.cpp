@@ -472,10 +472,12 @@ Result<int> MkVm::route(const Instruction& in) {
     const float* lg = st.router_logits.data() + size_t(r) * E;
     const RouteChoice own = ref_route(cfg_, lg);
     own_routing_[in.layer].insert(own_routing_[in.layer].end(), own.experts.begin(), own.experts.end());
+    if (forced)
+      for (int k = 0; k < K; ++k)
+        if (const int32_t e = forced_[in.layer][size_t(r) * K + k]; e < 0 || e >= E)
+          return invalid_argument("mk_vm: forced routing names expert " + std::to_string(e));
     const RouteChoice rc = forced ? ref_route(cfg_, lg, forced_[in.layer].data() + size_t(r) * K) : own;
     for (int k = 0; k < K; ++k) {
-      if (rc.experts[k] < 0 || rc.experts[k] >= E)
-        return invalid_argument("mk_vm: forced routing names expert " + std::to_string(rc.experts[k]));
       st.topk_ids[r * K + k] = rc.experts[k];
       st.topk_w[r * K + k] = rc.weights[k];
       ++cnt[rc.experts[k]];

@@ -35,7 +35,8 @@ struct RouteChoice {
 // Router for one token from its router logits (n_experts), per cfg.
 // forced (top_k ids, best first): route to these experts instead of the
 // top-k (the weights come from their scores as usual); for comparisons that
-// follow another implementation's choice at a near tie.
+// follow another implementation's choice at a near tie. The caller checks
+// each forced id is in [0, n_experts).
 RouteChoice ref_route(const ModelConfig& cfg, const float* logits, const int32_t* forced = nullptr);
 
 // Attention of one query (n_heads x head_dim) over `n_keys` keys/values
