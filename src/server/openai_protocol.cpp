@@ -239,6 +239,7 @@ ApiError parse_common(const Json& body, const ProtocolLimits& limits, GenRequest
     r->max_tokens_param = "max_tokens";
   }
   SamplingParams& s = r->sampling;
+  limits.sampling_defaults.apply(&s);  // the request's own fields below win
   MS_API_CHECK(get_float(body, "temperature", 0, 2, false, false, &s.temperature));
   MS_API_CHECK(get_float(body, "top_p", 0, 1, true, false, &s.top_p));
   v.reset();

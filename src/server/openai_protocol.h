@@ -19,6 +19,7 @@
 #include "chat/tool_call_choice.h"
 #include "sampling/sampling_params.h"
 #include "server/api_error.h"
+#include "server/generation_defaults.h"
 #include "server/structured_output.h"
 
 namespace ms::server {
@@ -30,6 +31,8 @@ struct ProtocolLimits {
   int max_n = 16;
   int max_logprobs = 20;  // top_logprobs / logprobs upper bound
   int max_stop = 16;      // stop strings per request
+  // Sampling fields a request leaves out (--generation-config, --override-generation-config).
+  GenerationDefaults sampling_defaults;
 };
 
 struct PromptInput {

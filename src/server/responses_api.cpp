@@ -316,6 +316,7 @@ ApiError parse_sampling(const Json& body, const ProtocolLimits& limits, GenReque
     r->max_tokens = static_cast<int>(*v);
     r->max_tokens_param = "max_output_tokens";
   }
+  limits.sampling_defaults.apply(&s);  // the request's own fields below win
   MS_API_CHECK(get_float(body, "temperature", 0, 2, false, false, &s.temperature));
   MS_API_CHECK(get_float(body, "top_p", 0, 1, true, false, &s.top_p));
   MS_API_CHECK(get_float(body, "min_p", 0, 1, false, false, &s.min_p));

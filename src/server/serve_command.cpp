@@ -27,6 +27,7 @@
 #include "core/secret_compare.h"
 #include "model/model_loader.h"
 #include "ref/ref_backend.h"
+#include "server/generation_defaults.h"
 #include "scheduler/engine_impl.h"
 #include "server/api_routes.h"
 #include "server/backend_factory.h"
@@ -61,6 +62,12 @@ Flags serve_flags() {
       .add("chat-template", "a Jinja chat template file overriding the tokenizer's")
       .add("special-tokens-in-content", "tokenize control-token text in message content as control tokens "
                                         "(the old behaviour; lets a client inject roles)", "", true)
+      .add("generation-config",
+           "auto: sampling defaults (temperature, top_p, top_k, min_p, repetition_penalty) for fields a request "
+           "leaves out come from the model's generation_config.json, as in vLLM; none: OpenAI's defaults",
+           "auto")
+      .add("override-generation-config",
+           "JSON object of sampling defaults applied on top, e.g. '{\"temperature\": 0}'")
       .add("threads", "CPU threads of the ref backend (0: all)", "0")
       .add("http-threads", "requests computed at once (generation, tokenize; streams included); more get 503",
            "256")
@@ -202,7 +209,9 @@ std::string ServeConfig::summary() const {
     << " max_headers=" << http.max_headers << " header_timeout_s=" << http.header_timeout_s
     << " timeout_s=" << http.request_timeout_s << " keep_alive_timeout_s=" << http.keep_alive_timeout_s
     << " shutdown_timeout_s=" << shutdown_timeout_s << " allowed_origins=" << http.cors.describe()
-    << " log_level=" << log_level << " special_tokens_in_content=" << (special_tokens_in_content ? "on" : "off");
+    << " log_level=" << log_level << " special_tokens_in_content=" << (special_tokens_in_content ? "on" : "off")
+    << " generation_config=" << generation_config
+    << (override_generation_config.empty() ? "" : " override_generation_config=" + override_generation_config);
   return o.str();
 }
 
@@ -285,6 +294,14 @@ Result<ServeConfig> parse_serve_args(const std::vector<std::string>& args, bool*
   c.log_level = f.str("log-level");
   MS_RETURN_IF_ERROR(parse_log_level(c.log_level).status());
   c.special_tokens_in_content = f.boolean("special-tokens-in-content");
+  c.generation_config = f.str("generation-config");
+  if (c.generation_config != "auto" && c.generation_config != "none")
+    return invalid_argument("--generation-config must be auto or none, got '" + c.generation_config + "'");
+  c.override_generation_config = f.str("override-generation-config");
+  if (!c.override_generation_config.empty()) {
+    // Checked now, so a typo fails at start with the flag's name, not after the model load.
+    MS_RETURN_IF_ERROR(load_generation_defaults("", "none", c.override_generation_config).status());
+  }
   const char* env_key = std::getenv("MEGASERVE_API_KEY");
   if (f.has("api-key") && f.has("api-key-file")) return invalid_argument("give one of --api-key and --api-key-file");
   if (f.has("api-key-file")) {
@@ -453,6 +470,13 @@ int run_serve(const std::vector<std::string>& args) {
   ctx.limits.vocab_size = std::min<int>(tok->vocab_size(), (*model)->config.vocab_size);
   ctx.limits.max_n = kMaxChoices;
   ctx.special_tokens_in_content = cfg.special_tokens_in_content;
+  auto gen_defaults = load_generation_defaults(cfg.model_dir, cfg.generation_config, cfg.override_generation_config);
+  if (!gen_defaults.is_ok()) return fail(gen_defaults.status());
+  ctx.limits.sampling_defaults = *gen_defaults;
+  MS_LOG(Info) << "sampling defaults for fields a request leaves out: "
+               << (gen_defaults->empty() ? "OpenAI's (temperature 1, top_p 1)" : gen_defaults->describe())
+               << " (--generation-config " << cfg.generation_config
+               << (cfg.override_generation_config.empty() ? "" : ", --override-generation-config") << ")";
   http.set_state(ServerState::kReady);
   MS_LOG(Info) << "ready: model '" << ctx.model_name << "', max_model_len " << ctx.engine->max_model_len();
 

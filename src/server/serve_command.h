@@ -32,6 +32,8 @@ struct ServeConfig {
   int cpu_threads = 0;                    // ref backend threads (0: all)
   int shutdown_timeout_s = 25;            // SIGTERM: in-flight requests get this long to finish
   bool special_tokens_in_content = false; // control-token text in messages becomes control tokens
+  std::string generation_config = "auto";  // auto: generation_config.json's sampling defaults; none
+  std::string override_generation_config;  // JSON object of sampling defaults on top ("" none)
   HttpOptions http;
   std::string summary() const;  // one line, api key redacted
 };
