@@ -7,9 +7,17 @@ row; an instruction is a bar from its start to its end, coloured by opcode,
 with the part spent waiting on its dependencies (start -> ready) drawn pale.
 
 Usage: tools/plot_timeline.py timeline.json out.svg [FIRST-LAST]
+       tools/plot_timeline.py --summary timeline.json [FIRST-LAST]
 FIRST-LAST (layers, e.g. 2-3) draws only those layers' instructions, on a
 time axis from the first one's start (a whole step of a full model is tens
 of thousands of bars; two layers show the structure).
+
+--summary prints, per opcode, the instruction count, the span from the first
+start to the last end, and the median of each part of an instruction: waiting
+on its dependencies (start -> ready), waiting for its first ring position
+after that (ready -> data), the rest (data -> end), and how far ahead the
+loader issued its copies (issue -> ready; negative: the loader was late).
+Timelines without data_ns / issue_ns (older builds) print those as "-".
 """
 import json
 import sys
@@ -74,7 +82,37 @@ def main(src, dst, layers=None):
         f.write("\n".join(out))
 
 
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if v else None
+
+
+def summary(src, layers=None):
+    with open(src) as f:
+        ins = json.load(f)["instructions"]
+    if layers:
+        lo, hi = (int(x) for x in layers.split("-"))
+        ins = [i for i in ins if lo <= i["layer"] <= hi]
+    by_op = {}
+    for i in ins:
+        by_op.setdefault(i["op"], []).append(i)
+    fmt = lambda x: "-" if x is None else f"{x / 1000:.2f}"
+    print(f"{'op':16} {'count':>6} {'span us':>9} {'wait':>7} {'to data':>8} {'rest':>7} {'lead':>7}   (medians, us)")
+    for op, v in sorted(by_op.items(), key=lambda kv: min(i["start_ns"] for i in kv[1])):
+        span = max(i["end_ns"] for i in v) - min(i["start_ns"] for i in v)
+        wait = median([i["ready_ns"] - i["start_ns"] for i in v])
+        have = [i for i in v if i.get("data_ns") is not None]
+        to_data = median([i["data_ns"] - i["ready_ns"] for i in have]) if have else None
+        rest = median([i["end_ns"] - (i["data_ns"] if i.get("data_ns") is not None else i["ready_ns"]) for i in v])
+        led = [i for i in v if i.get("issue_ns") is not None]
+        lead = median([i["ready_ns"] - i["issue_ns"] for i in led]) if led else None
+        print(f"{op:16} {len(v):6d} {fmt(span):>9} {fmt(wait):>7} {fmt(to_data):>8} {fmt(rest):>7} {fmt(lead):>7}")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) not in (3, 4):
+    if len(sys.argv) >= 3 and sys.argv[1] == "--summary":
+        summary(sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
+    elif len(sys.argv) in (3, 4):
+        main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
+    else:
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)

@@ -182,6 +182,8 @@ Result<std::string> megakernel_timeline_json(GpuBackend& backend, int batch, int
   const ::ms::mk::Schedule& s = *mk->last_schedule();
   uint64_t t0 = UINT64_MAX;
   for (const auto& e : tl) t0 = std::min(t0, e.start);
+  // A time of 0 (not recorded: the instruction reads no ring position) is null.
+  auto rel = [&](uint64_t t) { return t == 0 ? nlohmann::json(nullptr) : nlohmann::json(int64_t(t) - int64_t(t0)); };
   nlohmann::json j;
   j["batch"] = batch;
   j["context"] = context;
@@ -196,7 +198,9 @@ Result<std::string> megakernel_timeline_json(GpuBackend& backend, int batch, int
                                    {"layer", s.instrs[i].layer},
                                    {"start_ns", e.start - t0},
                                    {"ready_ns", e.ready - t0},
-                                   {"end_ns", e.end - t0}});
+                                   {"data_ns", rel(e.data)},
+                                   {"end_ns", e.end - t0},
+                                   {"issue_ns", rel(e.issue)}});
     }
   return j.dump();
 }

@@ -71,8 +71,8 @@ Status check_supported(const ModelConfig& cfg, int block_size) {
     if (d.moe_ffn % kTileRows != 0 || d.moe_ffn > kMaxActCols)
       return no("moe_intermediate_size " + std::to_string(d.moe_ffn) + " (needs a multiple of 16, at most " +
                 std::to_string(kMaxActCols) + ")");
-    if (d.n_experts > 256 || d.top_k > 32 || d.top_k > d.n_experts)
-      return no("more than 256 experts or top_k above 32");
+    if (d.n_experts > 256 || d.top_k > kMaxTopK || d.top_k > d.n_experts)
+      return no("more than 256 experts or top_k above " + std::to_string(kMaxTopK));
     if (d.shared_ffn % kTileRows != 0) return no("shared expert width " + std::to_string(d.shared_ffn));
   }
   if (d.vocab < 1) return no("empty vocabulary");

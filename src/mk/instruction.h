@@ -41,6 +41,10 @@ constexpr int kStageKeys = 64;
 constexpr int kMaxActCols = 2048;
 // Attention splits per (row, KV head) at most (partial-output workspace).
 constexpr int kMaxSplits = 64;
+// Experts a token picks at most, and so the routing selections of a step
+// (rows x top_k: the claim loops keep the plan's copy in shared memory).
+constexpr int kMaxTopK = 32;
+constexpr int kMaxSelections = kMaxRows * kMaxTopK;
 
 // ---- Opcodes ----
 // Fields used by each opcode are listed next to it; see Instruction below.

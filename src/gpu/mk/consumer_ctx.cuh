@@ -40,6 +40,7 @@ struct Ctx {
   uint32_t instr = 0;  // index in the SM's list
   const Instruction* in = nullptr;
   bool drain = false;  // this thread gave the step up (see the file comment)
+  uint64_t t_data = 0;  // timeline (thread 0): when the instruction's first ring position was full
   ActTag act = 0;
   uint32_t memo_c[2] = {::ms::mk::kNoCounter, ::ms::mk::kNoCounter};
   int32_t memo_t[2] = {0, 0};
@@ -86,6 +87,7 @@ struct Ctx {
       if (hdr) *hdr = StageHeader{-1, -1, -1, 0};
       return false;
     }
+    if (p.timeline && tid == 0 && t_data == 0) t_data = global_timer();
     const StageHeader h = s.header[st];
     if (hdr) *hdr = h;
     if (h.instr != static_cast<int32_t>(instr) || (tile != kAnyTile && (h.tile != tile || h.chunk != chunk))) {

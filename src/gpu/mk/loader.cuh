@@ -37,7 +37,9 @@ class Loader {
       const Instruction in = p_.instrs[i];
       instr_ = i - b;
       in_ = &in;
+      issued_ = false;
       issue(in);
+      if (p_.timeline && lane_ == 0 && !issued_) p_.timeline[i].issue = 0;
     }
     if (!ok_) drain();
   }
@@ -114,7 +116,11 @@ class Loader {
   // Waits for a free stage (lane 0) and broadcasts whether the step goes on.
   __device__ bool acquire(int st) {
     int ok = 1;
-    if (lane_ == 0) ok = wait_stage(p_, &s_.empty[st], ring_.parity() ^ 1u, instr_, *in_, 1) ? 1 : 0;
+    if (lane_ == 0) {
+      ok = wait_stage(p_, &s_.empty[st], ring_.parity() ^ 1u, instr_, *in_, 1) ? 1 : 0;
+      if (p_.timeline && !issued_) p_.timeline[p_.sm_begin[blockIdx.x] + instr_].issue = global_timer();
+    }
+    issued_ = true;
     ok = __shfl_sync(0xffffffffu, ok, 0);
     ok_ = ok != 0;
     return ok_;
@@ -198,20 +204,29 @@ class Loader {
     const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
     const int n_tiles = n_active * tpe;
     const uint32_t claim_ctr = gu ? p_.ctr.gu_claim(in.layer) : p_.ctr.down_claim(in.layer);
+    // The plan's slot -> expert list, once per claim instruction (not an L2
+    // round trip per tile).
+    for (int i = lane_; i < min(n_active, kMaxSelections); i += 32) s_.loader_expert[i] = __ldcg(p_.plan + 1 + i);
+    __syncwarp();
+    // One claim ahead: the next tile's atomic is in flight while this one's
+    // copies are issued (a claimed tile is always loaded: the loop only ends
+    // on an empty queue, with no claim pending, or at max_claims, where none
+    // is taken ahead).
+    int next = 0;
+    if (lane_ == 0 && in.claim.max_claims > 0) next = static_cast<int>(atomicAdd(p_.counters + claim_ctr, 1u));
     for (int c = 0; c < in.claim.max_claims && ok_; ++c) {
       const int st = ring_.stage();
       if (!acquire(st)) return;
-      int t = 0;
-      if (lane_ == 0) t = static_cast<int>(atomicAdd(p_.counters + claim_ctr, 1u));
-      t = __shfl_sync(0xffffffffu, t, 0);
+      const int t = __shfl_sync(0xffffffffu, next, 0);
       if (t >= n_tiles) {
         publish_header(st, -1, 0);
         if (lane_ == 0) mbar_arrive(&s_.full[st]);
         ++ring_.pos;
         return;
       }
+      if (lane_ == 0 && c + 1 < in.claim.max_claims) next = static_cast<int>(atomicAdd(p_.counters + claim_ctr, 1u));
       const int slot = t / tpe, j = t % tpe;
-      const int e = __shfl_sync(0xffffffffu, lane_ == 0 ? __ldcg(p_.plan + 1 + slot) : 0, 0);
+      const int e = s_.loader_expert[min(slot, kMaxSelections - 1)];
       if (gu) {
         const uint16_t* w = L.experts_gate_up + int64_t(e) * 2 * d.moe_ffn * d.hidden;
         rows_tile(w, d.hidden, RowMap{RowMap::kPair, int64_t(j) * ::ms::mk::kPairCols, d.moe_ffn}, 0, d.hidden, t,
@@ -232,6 +247,7 @@ class Loader {
   uint32_t instr_ = 0;
   const Instruction* in_ = nullptr;
   bool ok_ = true;
+  bool issued_ = false;  // timeline: this instruction's first position was acquired
 };
 
 }  // namespace ms::gpu::mk

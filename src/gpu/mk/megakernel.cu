@@ -58,6 +58,7 @@ __device__ void consumer_main(const Params& p, Smem& s) {
     const Instruction in = p.instrs[i];
     c.instr = i - b;
     c.in = &in;
+    c.t_data = 0;
     const uint64_t t_start = (p.timeline && c.tid == 0) ? global_timer() : 0;
     const bool claims = in.op == Opcode::kExpertGateUp || in.op == Opcode::kExpertDown;
     // No early exit, also when the step is given up (consumer_ctx.cuh):
@@ -69,9 +70,16 @@ __device__ void consumer_main(const Params& p, Smem& s) {
     // Instruction-level signals (claims signal per tile; their signal[1] is
     // the barrier ablation's phase counter).
     signal_counter(p, claims || c.drain ? ::ms::mk::kNoCounter : in.signal[0]);
-    if (in.signal[1] != ::ms::mk::kNoCounter && c.tid == 0 && !c.drain) atomicAdd(p.counters + in.signal[1], 1u);
-    if (p.timeline && c.tid == 0)
-      p.timeline[i] = TimelineEntry{t_start, t_ready, global_timer(), static_cast<uint32_t>(in.op), in.layer};
+    if (in.signal[1] != ::ms::mk::kNoCounter && c.tid == 0 && !c.drain) red_release_add(p.counters + in.signal[1], 1u);
+    if (p.timeline && c.tid == 0) {
+      TimelineEntry& t = p.timeline[i];
+      t.start = t_start;
+      t.ready = t_ready;
+      t.data = c.t_data;
+      t.end = global_timer();
+      t.opcode = static_cast<uint32_t>(in.op);
+      t.layer = in.layer;
+    }
   }
 }
 

@@ -58,13 +58,17 @@ struct MkError {
 };
 static_assert(sizeof(MkError) == 64);
 
-// Per-instruction times of one step (optional): globaltimer ns at the start
-// of the instruction, when its waits were satisfied, and at its end.
+// Per-instruction times of one step (optional), globaltimer ns. Consumers:
+// the instruction's start, when its waits were satisfied, when its first
+// ring position was full (0: it reads none), and its end. Loader: when it
+// had ring space for the instruction's first position and issued its copies
+// (0: it loads nothing). Each role writes only its own fields.
 struct TimelineEntry {
-  uint64_t start, ready, end;
+  uint64_t start, ready, data, end;
+  uint64_t issue;
   uint32_t opcode, layer;
 };
-static_assert(sizeof(TimelineEntry) == 32);
+static_assert(sizeof(TimelineEntry) == 48);
 
 struct Params {
   // Instruction lists: SM s runs instrs[sm_begin[s], sm_begin[s + 1]).

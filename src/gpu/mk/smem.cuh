@@ -39,6 +39,21 @@ constexpr int kActStride = kMaxActCols * 2 + 16;  // 4112 bytes
 constexpr int kActBytes = kMaxRows * kActStride;
 static_assert(kActStride >= kStageCols * 4 + 16);
 constexpr int kScratchBytes = 17408;  // reductions, attention q prep and merge
+using ::ms::mk::kMaxSelections;
+
+// The claim loops' copy of the layer's routing plan (kRoute's moe_plan_view:
+// per routed-expert slot its members' offset and count, the members'
+// selection ids, and every selection's combine weight), read once per claim
+// instruction instead of from L2 on every tile. It lives in the consumers'
+// scratch after the two tile-sum buffers (float [2][warps][16 x 8]).
+struct ClaimPlan {
+  int32_t offset[kMaxSelections];
+  int32_t count[kMaxSelections];
+  int32_t member[kMaxSelections];
+  float weight[kMaxSelections];
+};
+constexpr int kClaimPlanOffset = 2 * kConsumerWarps * 128 * 4;
+static_assert(kClaimPlanOffset + sizeof(ClaimPlan) <= kScratchBytes - 128, "below the member rows and block_sum");
 
 struct StageHeader {
   int32_t instr;  // instruction index in the SM's list
@@ -56,6 +71,7 @@ struct Smem {
   StageHeader header[kStages];
   int32_t flag;          // consumer broadcast (abort, skip)
   int32_t reserved[3];
+  int32_t loader_expert[kMaxSelections];  // the loader's claim loop: slot -> expert of the layer's plan
 };
 // Dynamic shared memory requested: the struct plus room to align it to 1024.
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;
@@ -85,6 +101,10 @@ __device__ __forceinline__ int kv_chunk_offset(int hd, int key, int chunk) {
   const int slice = chunk / cpr, c = chunk % cpr;
   const int swz = hd >= 64 ? (key & 7) : ((key >> 1) & 3);
   return slice * kv_slice_bytes(hd) + key * kv_row_bytes(hd) + ((c ^ swz) << 4);
+}
+
+__device__ __forceinline__ ClaimPlan& claim_plan(Smem& s) {
+  return *reinterpret_cast<ClaimPlan*>(s.scratch + kClaimPlanOffset);
 }
 
 __device__ __forceinline__ Smem& smem_of(unsigned char* raw) {

@@ -165,13 +165,16 @@ __device__ __forceinline__ bool wait_stage(const Params& p, uint64_t* bar, uint3
 }
 
 // Release of this CTA's outputs: every consumer thread's stores are ordered
-// before the increment (call from all consumer threads).
+// before the increment (call from all consumer threads). The barrier orders
+// the other threads' stores before thread 0's release (release is
+// cumulative in the PTX memory model), so one red.release.gpu replaces the
+// fence.sc + atomic pair.
+__device__ __forceinline__ void red_release_add(uint32_t* ctr, uint32_t add) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(ctr), "r"(add) : "memory");
+}
 __device__ __forceinline__ void signal_counter(const Params& p, uint32_t c, uint32_t add = 1) {
   consumer_sync();
-  if (threadIdx.x == 0 && c != ::ms::mk::kNoCounter) {
-    __threadfence();
-    atomicAdd(p.counters + c, add);
-  }
+  if (threadIdx.x == 0 && c != ::ms::mk::kNoCounter) red_release_add(p.counters + c, add);
 }
 
 }  // namespace ms::gpu::mk

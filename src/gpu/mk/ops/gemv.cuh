@@ -207,27 +207,51 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
   return true;
 }
 
+// The layer's routing plan into shared memory (claim_plan), once per claim
+// instruction, after its wait on kRoute. Indices are clamped: in drain mode
+// the plan may be anything, and it is only read, never followed out of
+// bounds.
+__device__ __forceinline__ void load_claim_plan(Ctx& c, int layer) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  ClaimPlan& cp = claim_plan(c.s);
+  const int E = d.n_experts, n_sel = min(p.rows * d.top_k, kMaxSelections);
+  const int na = min(static_cast<int>(__ldcg(p.counters + p.ctr.n_active(layer))), kMaxSelections);
+  for (int i = c.tid; i < n_sel; i += kConsumerThreads) {
+    if (i < na) {
+      cp.offset[i] = __ldcg(p.plan + 1 + E + i);
+      cp.count[i] = __ldcg(p.plan + 1 + 2 * E + i);
+    }
+    cp.member[i] = __ldcg(p.plan + 1 + 3 * E + i);
+    cp.weight[i] = __ldcg(p.topk_w + i);
+  }
+  consumer_sync();
+}
+
+__device__ __forceinline__ int clamp_sel(int i) { return min(max(i, 0), kMaxSelections - 1); }
+
 // One claimed expert tile (header already peeked): gate/up (slot, 8
 // intermediate columns) or down (slot, 16 output rows), for the expert's
-// member rows.
+// member rows, read from the plan's shared-memory copy.
 __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int tile) {
   const Params& p = c.p;
   const Dims& d = p.dims;
-  const int E = d.n_experts, K = d.top_k, I = d.moe_ffn, H = d.hidden;
+  const int K = d.top_k, I = d.moe_ffn, H = d.hidden;
   const bool gu = in.op == Opcode::kExpertGateUp;
   const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
   const int slot = tile / tpe, j = tile % tpe;
-  const int32_t* plan = p.plan;
-  const int off = __ldcg(plan + 1 + E + slot), cnt = min(__ldcg(plan + 1 + 2 * E + slot), kMaxRows);
+  const ClaimPlan& cp = claim_plan(c.s);
+  const int off = clamp_sel(cp.offset[clamp_sel(slot)]), cnt = min(cp.count[clamp_sel(slot)], kMaxRows);
   int32_t* rows = reinterpret_cast<int32_t*>(c.s.scratch + kScratchBytes - 128);  // (<= 8) member rows
   if (!gu) {
     const uint32_t base = in.wait[1].counter + ((in.flags & ::ms::mk::kFlagWait1PlusSlot) ? uint32_t(slot) : 0u);
     c.wait(base, in.wait[1].target);
   }
   // Members: selection ids s = row * K + k, at most one per row.
-  int sel = -1;
-  if (c.tid < cnt) sel = __ldcg(plan + 1 + 3 * E + off + c.tid);
-  if (c.tid < cnt) rows[c.tid] = gu ? sel / K : sel;
+  if (c.tid < cnt) {
+    const int sel = cp.member[clamp_sel(off + c.tid)];
+    rows[c.tid] = gu ? sel / K : sel;
+  }
   consumer_sync();
   const int n_rows = min(cnt, kMaxRows);
   // Tag by (layer, slot): the rows of a slot do not change within the step.
@@ -242,7 +266,7 @@ __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int t
     if (c.tid < 64) {
       const int m = c.tid >> 3, n = c.tid & 7, col = j * ::ms::mk::kPairCols + m;
       if (n < n_rows && col < I) {
-        const int s_id = __ldcg(plan + 1 + 3 * E + off + n);
+        const int s_id = cp.member[clamp_sel(off + n)];
         const float y = silu_mul(tile_sum(c, buf, m, n), tile_sum(c, buf, m + 8, n));
         p.moe_act[int64_t(s_id) * I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(y));
       }
@@ -251,8 +275,8 @@ __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int t
     if (c.tid < 128) {
       const int m = c.tid >> 3, n = c.tid & 7, row = j * kTileRows + m;
       if (n < n_rows && row < H) {
-        const int s_id = __ldcg(plan + 1 + 3 * E + off + n);
-        p.ybuf[int64_t(s_id) * H + row] = __ldcg(p.topk_w + s_id) * tile_sum(c, buf, m, n);
+        const int s_id = cp.member[clamp_sel(off + n)];
+        p.ybuf[int64_t(s_id) * H + row] = cp.weight[clamp_sel(s_id)] * tile_sum(c, buf, m, n);
       }
     }
   }
@@ -266,6 +290,7 @@ __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int t
 // control flow never depends on a thread's own (possibly abandoned) wait.
 __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
   c.wait(in.wait[0].counter, in.wait[0].target);  // the routing plan is visible
+  load_claim_plan(c, in.layer);
   for (int k = 0; k < in.claim.max_claims; ++k) {
     StageHeader h;
     c.acquire(Ctx::kAnyTile, 0, &h);
