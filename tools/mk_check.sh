@@ -14,11 +14,7 @@
 #      teacher-forced test (MK_FULL=1).
 # Usage on the device machine, from the repo root: OUT=/dir tools/mk_check.sh
 set -uo pipefail
-OUT="${OUT:-$PWD/device_out}"
-mkdir -p "$OUT"
-[ -d .deps/lib ] && export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
-tools/configure_gpu.sh "$OUT/configure.log" || { tail -20 "$OUT/configure.log"; exit 1; }
-ninja -C build-gpu -j16 test_gpu megaserve > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+source tools/gpu_build.sh test_gpu megaserve || exit 1
 grep -E "ptxas info.*megakernel|bytes stack frame" "$OUT/build.log" | head -4
 T=build-gpu/test_gpu
 run() {  # name, timeout seconds, filter

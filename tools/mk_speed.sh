@@ -13,11 +13,7 @@
 #   5. MK_FULL=1: the full-shape teacher-forced test against the layered path.
 # Usage on the device machine, from the repo root: OUT=/dir tools/mk_speed.sh
 set -uo pipefail
-OUT="${OUT:-$PWD/device_out}"
-mkdir -p "$OUT"
-[ -d .deps/lib ] && export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
-tools/configure_gpu.sh "$OUT/configure.log" || { tail -20 "$OUT/configure.log"; exit 1; }
-ninja -C build-gpu -j16 test_gpu megaserve > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+source tools/gpu_build.sh test_gpu megaserve || exit 1
 T=build-gpu/test_gpu
 M=build-gpu/megaserve
 timeout 400 $T --gtest_filter="*MkVsVm*:MkDemo.*:MkDeterminism.*:MkTimeline.*:MkWatchdog.*" > "$OUT/mk_tests.log" 2>&1

@@ -3,6 +3,8 @@
 // past the depth limit.
 #include "core/json_parse.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -139,6 +141,16 @@ Result<Json> parse_bounded(std::string_view text, int max_depth) {
 
 Result<nlohmann::json> parse_json(std::string_view text, int max_depth) {
   return parse_bounded<nlohmann::json>(text, max_depth);
+}
+
+Result<nlohmann::json> read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(path + ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto j = parse_json(text.str());
+  if (!j.is_ok()) return invalid_argument(path + ": not valid JSON (" + j.status().message() + ")");
+  return j;
 }
 
 Result<nlohmann::ordered_json> parse_ordered_json(std::string_view text, int max_depth) {

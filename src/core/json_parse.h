@@ -9,6 +9,7 @@
 // document costs no more than a shallow prefix of it.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +29,11 @@ inline constexpr int kMaxJsonDepth = 128;
 //   InvalidArgument: not valid JSON ("parse error at line L, column C: <what>")
 Result<nlohmann::json> parse_json(std::string_view text, int max_depth = kMaxJsonDepth);
 Result<nlohmann::ordered_json> parse_ordered_json(std::string_view text, int max_depth = kMaxJsonDepth);
+
+// A JSON file (checkpoint configs, indexes), parsed as above. Errors name
+// the path: NotFound "PATH: cannot open", InvalidArgument "PATH: not valid
+// JSON (<why>)" (also for a document nested too deep).
+Result<nlohmann::json> read_json_file(const std::string& path);
 
 // True when `s` came from a parse that hit the depth limit.
 inline bool is_json_too_deep(const Status& s) { return s.code() == StatusCode::kOutOfRange; }

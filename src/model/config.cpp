@@ -408,13 +408,8 @@ Result<ModelConfig> ModelConfig::from_json(const json& j, const std::string& sou
 }
 
 Result<ModelConfig> ModelConfig::from_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(path + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto j = parse_json(text.str());
-  if (!j.is_ok()) return invalid_argument(path + ": not valid JSON (" + j.status().message() + ")");
-  return from_json(*j, path);
+  MS_ASSIGN_OR_RETURN(nlohmann::json j, read_json_file(path));
+  return from_json(j, path);
 }
 
 Status ModelConfig::validate() const {

@@ -17,12 +17,7 @@ Result<ModelConfig> load_model_config(const std::string& dir) {
   MS_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::from_file(dir + "/config.json"));
   std::string gen = dir + "/generation_config.json";
   if (std::filesystem::exists(gen)) {
-    std::ifstream in(gen, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    auto parsed = parse_json(text.str());
-    if (!parsed.is_ok()) return invalid_argument(gen + ": not valid JSON (" + parsed.status().message() + ")");
-    const nlohmann::json& j = *parsed;
+    MS_ASSIGN_OR_RETURN(const nlohmann::json j, read_json_file(gen));
     if (j.is_object() && j.contains("eos_token_id")) {
       const auto& e = j["eos_token_id"];
       std::vector<int> ids;

@@ -165,10 +165,7 @@ Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& dir,
   std::string index = dir + "/model.safetensors.index.json";
   std::string single = dir + "/model.safetensors";
   if (fs::exists(index)) {
-    std::ifstream in(index, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    auto parsed = parse_json(text.str());
+    auto parsed = read_json_file(index);
     json j = parsed.is_ok() ? std::move(parsed.value()) : json();
     if (!parsed.is_ok() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       return data_loss(index + ": corrupt index (needs a weight_map object)");

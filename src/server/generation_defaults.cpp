@@ -66,12 +66,8 @@ Result<GenerationDefaults> load_generation_defaults(const std::string& model_dir
   if (mode == "auto") {
     const std::string path = model_dir + "/generation_config.json";
     if (std::filesystem::exists(path)) {
-      std::ifstream in(path, std::ios::binary);
-      std::stringstream text;
-      text << in.rdbuf();
-      auto j = parse_json(text.str());
-      if (!j.is_ok()) return invalid_argument(path + ": not valid JSON (" + j.status().message() + ")");
-      MS_ASSIGN_OR_RETURN(d, parse_generation_defaults(*j, path));
+      MS_ASSIGN_OR_RETURN(const nlohmann::json j, read_json_file(path));
+      MS_ASSIGN_OR_RETURN(d, parse_generation_defaults(j, path));
     }
   } else if (mode != "none") {
     return invalid_argument("--generation-config must be auto or none, got '" + mode + "'");

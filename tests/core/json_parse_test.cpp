@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <string>
 
 namespace ms {
@@ -99,6 +101,26 @@ TEST(JsonParse, MalformedIsInvalidArgumentWithThePosition) {
     EXPECT_NE(r.status().message().find(c.want), std::string::npos) << c.text << ": " << r.status().message();
     EXPECT_EQ(r.status().message().find("[json.exception"), std::string::npos) << r.status().message();
   }
+}
+
+TEST(JsonParse, ReadJsonFileNamesThePath) {
+  const std::string dir = ::testing::TempDir();
+  const std::string good = dir + "/ms_read_json_good.json", bad = dir + "/ms_read_json_bad.json";
+  std::ofstream(good) << "{\"a\": [1, 2]}";
+  std::ofstream(bad) << "{\"a\": ";
+  auto g = read_json_file(good);
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  EXPECT_EQ((*g)["a"][1], 2);
+  auto b = read_json_file(bad);
+  ASSERT_FALSE(b.is_ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find(bad + ": not valid JSON"), std::string::npos) << b.status().message();
+  auto m = read_json_file(dir + "/ms_read_json_missing.json");
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(m.status().message().find("ms_read_json_missing.json: cannot open"), std::string::npos);
+  std::remove(good.c_str());
+  std::remove(bad.c_str());
 }
 
 }  // namespace
