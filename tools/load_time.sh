@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Issue 13's load-time figure: writes a random checkpoint of the full North
+# Mini Code shape (init-random, ~61 GB) to DIR (default /dev/shm/nmc-full,
+# tmpfs), starts `megaserve serve` on it, waits for /health to say ready, and
+# reports the wall time to ready with the server's own load lines (bytes read
+# and uploaded, GB/s, CPU convert vs copy-engine wait). Then SIGTERM.
+#   OUT=/dir tools/load_time.sh [DIR]        (SIZE=tiny for a dry run anywhere)
+# Needs build-gpu/megaserve (tools/gpu_build.sh builds it); on a machine
+# without a GPU the server loads into the CPU backend instead (still a dry run
+# of this script, not the figure).
+set -uo pipefail
+OUT="${OUT:-$PWD/device_out}"
+mkdir -p "$OUT"
+DIR=${1:-/dev/shm/nmc-full}
+SIZE=${SIZE:-full}
+M=${MEGASERVE:-build-gpu/megaserve}
+[ -x "$M" ] || { echo "no $M (build it first)"; exit 1; }
+need_gb=$([ "$SIZE" = full ] && echo 62 || echo 1)
+parent=$(dirname "$DIR")
+free_gb=$(df -BG --output=avail "$parent" | tail -1 | tr -dc 0-9)
+if [ "$free_gb" -lt "$need_gb" ]; then
+  echo "load_time: $parent has ${free_gb} GB free, the $SIZE checkpoint needs ~${need_gb} GB"
+  exit 1
+fi
+if [ ! -f "$DIR/config.json" ]; then
+  t0=$(date +%s.%N)
+  vocab=(); [ "$SIZE" = tiny ] && vocab=(--vocab 4096)  # the demo tokenizer's ids must fit
+  "$M" init-random --arch nmc --size "$SIZE" --seed 1 "${vocab[@]}" --out "$DIR" > "$OUT/init_random.log" 2>&1 ||
+    { tail -5 "$OUT/init_random.log"; exit 1; }
+  echo "load_time: wrote $(du -sh "$DIR" | cut -f1) to $DIR in $(echo "$(date +%s.%N) - $t0" | bc) s"
+fi
+# A random checkpoint has no tokenizer: the demo model's (its ids fit any vocabulary this large).
+for f in tokenizer.json tokenizer_config.json chat_template.jinja; do
+  [ -f "$DIR/$f" ] || cp "models/north-mini-demo/$f" "$DIR/$f"
+done
+# Evict nothing: tmpfs pages are memory. For a disk directory, drop its pages
+# first (needs root) so the read is cold.
+if [ "$(stat -f -c %T "$DIR")" != tmpfs ] && [ -w /proc/sys/vm/drop_caches ]; then
+  sync
+  echo 3 > /proc/sys/vm/drop_caches
+fi
+port=$((20000 + RANDOM % 20000))
+t0=$(date +%s.%N)
+"$M" serve --model "$DIR" --port "$port" --log-level info > "$OUT/serve.log" 2>&1 &
+pid=$!
+state=""
+for _ in $(seq 1 1800); do
+  state=$(python3 -c "
+import json, urllib.request
+try:
+    print(json.load(urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=2)).get('status', ''))
+except urllib.error.HTTPError as e:
+    print(json.load(e).get('status', ''))
+except Exception:
+    print('')" 2>/dev/null)
+  [ "$state" = ready ] && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.2
+done
+t1=$(date +%s.%N)
+kill -TERM "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+if [ "$state" != ready ]; then
+  echo "load_time: the server did not become ready"
+  tail -20 "$OUT/serve.log"
+  exit 1
+fi
+echo "load_time: $DIR ($(stat -f -c %T "$DIR")): ready $(echo "$t1 - $t0" | bc) s after start"
+grep -E "backend auto|load:|reading and uploading the weights: .* in |upload:|KV cache|kv cache" "$OUT/serve.log" | head -12
