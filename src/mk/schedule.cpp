@@ -156,7 +156,14 @@ class Builder {
   void build() {
     const int L = d_.n_layers;
     for (int l = 0; l < L; ++l) {
-      if (d_.parallel_block) {
+      if (d_.parallel_block && opt_.claims_before_oproj) {
+        norm(l, /*second=*/false);
+        if (layers_[l].moe) router_route(l, ctr_.norm(l));
+        attention_chain(l, /*with_oproj=*/false);
+        if (layers_[l].moe) claims(l);
+        oproj(l);
+        ffn_static(l, ctr_.norm(l));
+      } else if (d_.parallel_block) {
         norm(l, /*second=*/false);
         if (layers_[l].moe) router_route(l, ctr_.norm(l));
         attention_chain(l);
@@ -218,7 +225,8 @@ class Builder {
 
   uint32_t stuck_counter() const { return ctr_.never(); }
 
-  void attention_chain(int l) {
+  // QKV, attention, combine and (with_oproj) the O-projection of layer l.
+  void attention_chain(int l, bool with_oproj = true) {
     const Dims& d = d_;
     p_.begin_phase(l, kPQkv);
     const double tile_bytes = double(kTileRows) * d.hidden * 2;
@@ -259,6 +267,11 @@ class Builder {
         in.signal[0] = ctr_.combine(l, g);
         p_.place(in, 1.5 * p_.overhead());
       }
+    if (with_oproj) oproj(l);
+  }
+
+  void oproj(int l) {
+    const Dims& d = d_;
     p_.begin_phase(l, kPOProj);
     const double o_bytes = double(kTileRows) * d.group * d.head_dim * 2;
     for (int g = 0; g < o_slices(d); ++g)

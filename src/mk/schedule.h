@@ -38,6 +38,12 @@ struct ScheduleOptions {
   // Debug (watchdog test): the first kRoute (or the first norm of a dense
   // model) also waits on a counter nothing signals.
   bool plant_stuck_wait = false;
+  // Parallel blocks: the expert claims come before the O-projection in every
+  // SM's list (default: after it), so an SM whose attention split ends early
+  // takes expert tiles instead of waiting on the attention tail for its
+  // O-projection tiles. Still deadlock-free: the claims depend only on the
+  // route and on each other, both earlier in the global order.
+  bool claims_before_oproj = false;
   // Each claim instruction may take up to ceil(claim_factor x queue
   // capacity / n_sm) tiles, so SMs that are free early can take more than
   // their share.

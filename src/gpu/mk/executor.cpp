@@ -232,6 +232,7 @@ Result<MkExecutor::Cached*> MkExecutor::schedule_for(int rows, int context) {
   so.context = context;
   so.n_sm = n_sm_;
   so.barrier_between_phases = opt_.barrier_between_phases;
+  so.claims_before_oproj = opt_.claims_before_oproj;
   so.plant_stuck_wait = opt_.plant_stuck_wait;
   MS_ASSIGN_OR_RETURN(::ms::mk::Schedule s, ::ms::mk::build_schedule(dims_, ::ms::mk::make_layer_info(cfg_), so));
   MS_RETURN_IF_ERROR(::ms::mk::check_schedule(s));
