@@ -27,7 +27,7 @@ if [ ! -f "$DIR/config.json" ]; then
   vocab=(); [ "$SIZE" = tiny ] && vocab=(--vocab 4096)  # the demo tokenizer's ids must fit
   "$M" init-random --arch nmc --size "$SIZE" --seed 1 "${vocab[@]}" --out "$DIR" > "$OUT/init_random.log" 2>&1 ||
     { tail -5 "$OUT/init_random.log"; exit 1; }
-  echo "load_time: wrote $(du -sh "$DIR" | cut -f1) to $DIR in $(echo "$(date +%s.%N) - $t0" | bc) s"
+  echo "load_time: wrote $(du -sh "$DIR" | cut -f1) to $DIR in $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a-b}') s"
 fi
 # A random checkpoint has no tokenizer: the demo model's (its ids fit any vocabulary this large).
 for f in tokenizer.json tokenizer_config.json chat_template.jinja; do
@@ -65,5 +65,5 @@ if [ "$state" != ready ]; then
   tail -20 "$OUT/serve.log"
   exit 1
 fi
-echo "load_time: $DIR ($(stat -f -c %T "$DIR")): ready $(echo "$t1 - $t0" | bc) s after start"
+echo "load_time: $DIR ($(stat -f -c %T "$DIR")): ready $(awk -v a="$t1" -v b="$t0" 'BEGIN{printf "%.1f", a-b}') s after start"
 grep -E "backend auto|load:|reading and uploading the weights: .* in |upload:|KV cache|kv cache" "$OUT/serve.log" | head -12

@@ -35,23 +35,29 @@ __device__ __forceinline__ ActTag act_tag(uint64_t src, int layer, int second, i
 struct Ctx {
   const Params& p;
   Smem& s;
-  const int tid, warp, lane;
+  // Thread, warp and lane indices are read from the special registers when
+  // used (a register each for the whole kernel otherwise, and the attention
+  // split is short of registers).
+  __device__ __forceinline__ int tid() const { return static_cast<int>(threadIdx.x); }
+  __device__ __forceinline__ int warp() const { return static_cast<int>(threadIdx.x >> 5); }
+  __device__ __forceinline__ int lane() const { return static_cast<int>(threadIdx.x & 31); }
   Ring ring;
-  uint32_t instr = 0;  // index in the SM's list
-  const Instruction* in = nullptr;
+  InstrSite at;        // the current instruction (index in the SM's list, opcode, layer)
   bool drain = false;  // this thread gave the step up (see the file comment)
   uint64_t t_data = 0;  // timeline (thread 0): when the instruction's first ring position was full
   ActTag act = 0;
-  uint32_t memo_c[2] = {::ms::mk::kNoCounter, ::ms::mk::kNoCounter};
-  int32_t memo_t[2] = {0, 0};
-  int memo_next = 0;
+  // The last two satisfied waits (scalars, not arrays: a dynamically indexed
+  // member array would put the whole context in local memory).
+  uint32_t memo_c0 = ::ms::mk::kNoCounter, memo_c1 = ::ms::mk::kNoCounter;
+  int32_t memo_t0 = 0, memo_t1 = 0;
+  bool memo_next = false;
 
   __device__ Ctx(const Params& params, Smem& smem)
-      : p(params), s(smem), tid(threadIdx.x), warp(threadIdx.x >> 5), lane(threadIdx.x & 31) {}
+      : p(params), s(smem) {}
 
   // Thread 0's value to every consumer thread (all of them call it).
   __device__ int32_t broadcast(int32_t mine) {
-    if (tid == 0) s.flag = mine;
+    if (tid() == 0) s.flag = mine;
     consumer_sync();
     const int32_t v = s.flag;
     consumer_sync();  // s.flag is reused by the next broadcast
@@ -63,17 +69,21 @@ struct Ctx {
   // given up (drain mode).
   __device__ bool wait(uint32_t c, int32_t target) {
     if (c == ::ms::mk::kNoCounter) return !drain;
-    for (int i = 0; i < 2; ++i)
-      if (memo_c[i] == c && memo_t[i] >= target) return !drain;
+    if ((memo_c0 == c && memo_t0 >= target) || (memo_c1 == c && memo_t1 >= target)) return !drain;
     int32_t mine = 1;
-    if (tid == 0) mine = !drain && wait_counter(p, c, target, instr, *in, 0) ? 1 : 0;
+    if (tid() == 0) mine = !drain && wait_counter(p, c, target, at, 0) ? 1 : 0;
     if (!broadcast(mine)) {
       drain = true;
       return false;
     }
-    memo_c[memo_next] = c;
-    memo_t[memo_next] = target;
-    memo_next ^= 1;
+    if (memo_next) {
+      memo_c1 = c;
+      memo_t1 = target;
+    } else {
+      memo_c0 = c;
+      memo_t0 = target;
+    }
+    memo_next = !memo_next;
     return !drain;
   }
 
@@ -82,16 +92,16 @@ struct Ctx {
   // (drain mode); the caller still releases the position.
   __device__ bool acquire(int tile, int chunk, StageHeader* hdr = nullptr) {
     const int st = ring.stage();
-    if (drain || !wait_stage(p, &s.full[st], ring.parity(), instr, *in, 0)) {
+    if (drain || !wait_stage(p, &s.full[st], ring.parity(), at, 0)) {
       drain = true;
       if (hdr) *hdr = StageHeader{-1, -1, -1, 0};
       return false;
     }
-    if (p.timeline && tid == 0 && t_data == 0) t_data = global_timer();
+    if (p.timeline && tid() == 0 && t_data == 0) t_data = global_timer();
     const StageHeader h = s.header[st];
     if (hdr) *hdr = h;
-    if (h.instr != static_cast<int32_t>(instr) || (tile != kAnyTile && (h.tile != tile || h.chunk != chunk))) {
-      if (lane == 0) report(p, kErrBadInstruction, instr, *in, uint32_t(h.instr), h.tile, tile, 0);
+    if (h.instr != static_cast<int32_t>(at.index) || (tile != kAnyTile && (h.tile != tile || h.chunk != chunk))) {
+      if (lane() == 0) report(p, kErrBadInstruction, at, uint32_t(h.instr), h.tile, tile, 0);
       drain = true;
       return false;
     }
@@ -102,7 +112,7 @@ struct Ctx {
   // This warp is done with the current position.
   __device__ void release() {
     __syncwarp();
-    if (lane == 0) mbar_arrive(&s.empty[ring.stage()]);
+    if (lane() == 0) mbar_arrive(&s.empty[ring.stage()]);
     ++ring.pos;
   }
 
@@ -112,7 +122,7 @@ struct Ctx {
   __device__ void stage_act(ActTag tag, const uint16_t* src, int64_t ld, const int32_t* rows, int nrows, int c0, int k) {
     if (tag == act) return;
     const int per_row = k / 8;  // 16-byte pieces
-    for (int i = tid; i < nrows * per_row; i += kConsumerThreads) {
+    for (int i = tid(); i < nrows * per_row; i += kConsumerThreads) {
       const int n = i / per_row, c = i % per_row;
       const int64_t r = rows ? rows[n] : n;
       const uint4 v = __ldcg(reinterpret_cast<const uint4*>(src + r * ld + c0) + c);
@@ -126,7 +136,7 @@ struct Ctx {
   __device__ float block_sum(float v) {
     float* red = reinterpret_cast<float*>(s.scratch + kScratchBytes - 64);
     v = warp_sum(v);
-    if (lane == 0) red[warp] = v;
+    if (lane() == 0) red[warp()] = v;
     consumer_sync();
     float t = 0.f;
 #pragma unroll

@@ -36,7 +36,7 @@ class Loader {
     for (uint32_t i = b; i < e && ok_; ++i) {
       const Instruction in = p_.instrs[i];
       instr_ = i - b;
-      in_ = &in;
+      at_ = site_of(instr_, in);
       issued_ = false;
       issue(in);
       if (p_.timeline && lane_ == 0 && !issued_) p_.timeline[i].issue = 0;
@@ -117,7 +117,7 @@ class Loader {
   __device__ bool acquire(int st) {
     int ok = 1;
     if (lane_ == 0) {
-      ok = wait_stage(p_, &s_.empty[st], ring_.parity() ^ 1u, instr_, *in_, 1) ? 1 : 0;
+      ok = wait_stage(p_, &s_.empty[st], ring_.parity() ^ 1u, at_, 1) ? 1 : 0;
       if (p_.timeline && !issued_) p_.timeline[p_.sm_begin[blockIdx.x] + instr_].issue = global_timer();
     }
     issued_ = true;
@@ -194,7 +194,7 @@ class Loader {
     const Dims& d = p_.dims;
     const bool gu = in.op == Opcode::kExpertGateUp;
     int ok = 1;
-    if (lane_ == 0) ok = wait_counter(p_, in.wait[0].counter, in.wait[0].target, instr_, in, 1) ? 1 : 0;
+    if (lane_ == 0) ok = wait_counter(p_, in.wait[0].counter, in.wait[0].target, at_, 1) ? 1 : 0;
     ok_ = __shfl_sync(0xffffffffu, ok, 0) != 0;
     if (!ok_) return;
     // Lane 0 acquired the routing: it reads the layer's queue size (kept
@@ -245,7 +245,7 @@ class Loader {
   const uint64_t pol_;
   Ring ring_;
   uint32_t instr_ = 0;
-  const Instruction* in_ = nullptr;
+  InstrSite at_;
   bool ok_ = true;
   bool issued_ = false;  // timeline: this instruction's first position was acquired
 };

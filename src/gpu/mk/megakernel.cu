@@ -47,7 +47,7 @@ __device__ bool execute(Ctx& c, const Instruction& in) {
     case Opcode::kNop:
       return true;
   }
-  if (c.tid == 0) report(c.p, kErrBadInstruction, c.instr, in, 0, 0, 0, 0);
+  if (c.tid() == 0) report(c.p, kErrBadInstruction, c.at, 0, 0, 0, 0);
   return false;
 }
 
@@ -56,22 +56,25 @@ __device__ void consumer_main(const Params& p, Smem& s) {
   const uint32_t b = p.sm_begin[blockIdx.x], e = p.sm_begin[blockIdx.x + 1];
   for (uint32_t i = b; i < e; ++i) {
     const Instruction in = p.instrs[i];
-    c.instr = i - b;
-    c.in = &in;
+    // The next instruction's line into L1 while this one runs (the list is
+    // read once per step: without it every instruction starts with a DRAM
+    // round trip).
+    if (i + 1 < e) prefetch_l1(p.instrs + i + 1);
+    c.at = site_of(i - b, in);
     c.t_data = 0;
-    const uint64_t t_start = (p.timeline && c.tid == 0) ? global_timer() : 0;
+    const uint64_t t_start = (p.timeline && c.tid() == 0) ? global_timer() : 0;
     const bool claims = in.op == Opcode::kExpertGateUp || in.op == Opcode::kExpertDown;
     // No early exit, also when the step is given up (consumer_ctx.cuh):
     // a failed wait only puts the thread in drain mode.
     if (!claims)
       for (const auto& w : in.wait) c.wait(w.counter, w.target);
-    const uint64_t t_ready = (p.timeline && c.tid == 0) ? global_timer() : 0;
-    if (!execute(c, in) && c.tid == 0) c.drain = true;
+    const uint64_t t_ready = (p.timeline && c.tid() == 0) ? global_timer() : 0;
+    if (!execute(c, in) && c.tid() == 0) c.drain = true;
     // Instruction-level signals (claims signal per tile; their signal[1] is
     // the barrier ablation's phase counter).
     signal_counter(p, claims || c.drain ? ::ms::mk::kNoCounter : in.signal[0]);
-    if (in.signal[1] != ::ms::mk::kNoCounter && c.tid == 0 && !c.drain) red_release_add(p.counters + in.signal[1], 1u);
-    if (p.timeline && c.tid == 0) {
+    if (in.signal[1] != ::ms::mk::kNoCounter && c.tid() == 0 && !c.drain) red_release_add(p.counters + in.signal[1], 1u);
+    if (p.timeline && c.tid() == 0) {
       TimelineEntry& t = p.timeline[i];
       t.start = t_start;
       t.ready = t_ready;

@@ -34,6 +34,10 @@ __device__ __forceinline__ uint64_t global_timer() {
   return t;
 }
 
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
+}
+
 // ---- mbarrier ----
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
@@ -98,15 +102,29 @@ __device__ __forceinline__ bool aborted(const Params& p) {
   return *reinterpret_cast<volatile uint32_t*>(p.abort_flag) != 0;
 }
 
+// Which instruction an error is about: values, not a reference to the
+// instruction. A pointer to the instruction kept in the role's state made the
+// compiler put the instruction and that state in local memory, and with
+// ~28 KB of L1 left beside the ring every access to them was an L2 round
+// trip (~1 us under load: the first timelines' per-instruction overhead).
+struct InstrSite {
+  uint32_t index = 0;  // in the SM's list
+  uint32_t op = 0;
+  uint32_t layer = 0;
+};
+__device__ __forceinline__ InstrSite site_of(uint32_t index, const Instruction& in) {
+  return InstrSite{index, static_cast<uint32_t>(in.op), static_cast<uint32_t>(in.layer)};
+}
+
 // Records the first failure and raises the abort flag.
-__device__ __forceinline__ void report(const Params& p, uint32_t code, uint32_t instr, const Instruction& in,
-                                       uint32_t counter, int32_t value, int32_t target, uint32_t role) {
+__device__ __forceinline__ void report(const Params& p, uint32_t code, InstrSite at, uint32_t counter, int32_t value,
+                                       int32_t target, uint32_t role) {
   if (atomicCAS(&p.error->code, 0u, code) == 0u) {
     MkError& e = *p.error;
     e.sm = blockIdx.x;
-    e.instr = instr;
-    e.opcode = static_cast<uint32_t>(in.op);
-    e.layer = in.layer;
+    e.instr = at.index;
+    e.opcode = at.op;
+    e.layer = at.layer;
     e.counter = counter;
     e.value = value;
     e.target = target;
@@ -124,8 +142,8 @@ __device__ __forceinline__ uint32_t ld_acquire(const uint32_t* p) {
 
 // Spins until (int32) counters[c] >= target (one thread). False: the
 // watchdog fired or another wait did (the step is being abandoned).
-__device__ __forceinline__ bool wait_counter(const Params& p, uint32_t c, int32_t target, uint32_t instr,
-                                             const Instruction& in, uint32_t role) {
+__device__ __forceinline__ bool wait_counter(const Params& p, uint32_t c, int32_t target, InstrSite at,
+                                             uint32_t role) {
   const uint32_t* ctr = p.counters + c;
   if (static_cast<int32_t>(ld_acquire(ctr)) >= target) return true;
   const uint64_t t0 = global_timer();
@@ -138,7 +156,7 @@ __device__ __forceinline__ bool wait_counter(const Params& p, uint32_t c, int32_
     if ((it & 63) == 63) {
       if (aborted(p)) return false;
       if (p.watchdog_ns && global_timer() - t0 > p.watchdog_ns) {
-        report(p, kErrCounterTimeout, instr, in, c, v, target, role);
+        report(p, kErrCounterTimeout, at, c, v, target, role);
         return false;
       }
     }
@@ -146,8 +164,8 @@ __device__ __forceinline__ bool wait_counter(const Params& p, uint32_t c, int32_
 }
 
 // Waits for an mbarrier phase (each calling thread). False: abandoned.
-__device__ __forceinline__ bool wait_stage(const Params& p, uint64_t* bar, uint32_t parity, uint32_t instr,
-                                           const Instruction& in, uint32_t role) {
+__device__ __forceinline__ bool wait_stage(const Params& p, uint64_t* bar, uint32_t parity, InstrSite at,
+                                           uint32_t role) {
   if (mbar_try_wait(bar, parity)) return true;
   const uint64_t t0 = global_timer();
   for (uint32_t it = 0;; ++it) {
@@ -157,7 +175,7 @@ __device__ __forceinline__ bool wait_stage(const Params& p, uint64_t* bar, uint3
       // Twice the counter watchdog: a stage waits behind its loader, whose
       // own waits report the real cause first.
       if (p.watchdog_ns && global_timer() - t0 > 2 * p.watchdog_ns) {
-        report(p, kErrStageTimeout, instr, in, 0xffffffffu, 0, 0, role);
+        report(p, kErrStageTimeout, at, 0xffffffffu, 0, 0, role);
         return false;
       }
     }

@@ -22,15 +22,15 @@ namespace ms::gpu::mk {
 __device__ __forceinline__ void tile_mma(Ctx& c, int tile, int k, int buf) {
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   const int n_chunks = (k + kStageCols - 1) / kStageCols;
-  const int mi = c.lane >> 3;
-  const int a_row = (mi & 1) * 8 + (c.lane & 7), a_col = (mi >> 1) * 8;
-  const int b_row = c.lane & 7, b_col = ((c.lane >> 3) & 1) * 8;
+  const int mi = c.lane() >> 3;
+  const int a_row = (mi & 1) * 8 + (c.lane() & 7), a_col = (mi >> 1) * 8;
+  const int b_row = c.lane() & 7, b_col = ((c.lane() >> 3) & 1) * 8;
   for (int ch = 0; ch < n_chunks; ++ch) {
     const bool have = c.acquire(tile, ch);
     const int nks = have ? min(kStageCols, k - ch * kStageCols) / 16 : 0;
     const unsigned char* a_base = c.stage() + a_row * kRowBytes + a_col * 2;
     const unsigned char* b_base = c.s.act + b_row * kActStride + (ch * kStageCols + b_col) * 2;
-    for (int ks = c.warp; ks < nks; ks += kConsumerWarps) {
+    for (int ks = c.warp(); ks < nks; ks += kConsumerWarps) {
       uint32_t a[4], b[2];
       ldmatrix_x4(a, a_base + ks * 32);
       ldmatrix_x2(b, b_base + ks * 32);
@@ -38,8 +38,8 @@ __device__ __forceinline__ void tile_mma(Ctx& c, int tile, int k, int buf) {
     }
     c.release();
   }
-  float* part = reinterpret_cast<float*>(c.s.scratch) + buf * (kConsumerWarps * 128) + c.warp * 128;
-  const int g = c.lane >> 2, t = c.lane & 3;
+  float* part = reinterpret_cast<float*>(c.s.scratch) + buf * (kConsumerWarps * 128) + c.warp() * 128;
+  const int g = c.lane() >> 2, t = c.lane() & 3;
   part[g * 8 + 2 * t] = acc[0];
   part[g * 8 + 2 * t + 1] = acc[1];
   part[(g + 8) * 8 + 2 * t] = acc[2];
@@ -73,8 +73,8 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
       case Opcode::kQkv: {
         c.stage_act(act_tag(kActH, in.layer, 0, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
         tile_mma(c, t, d.hidden, buf);
-        if (c.tid < 128) {
-          const int m = c.tid >> 3, n = c.tid & 7, row = t * kTileRows + m;
+        if (c.tid() < 128) {
+          const int m = c.tid() >> 3, n = c.tid() & 7, row = t * kTileRows + m;
           if (n < R && row < d.qkv_width)
             p.qkv[int64_t(n) * d.qkv_width + row] = tile_sum(c, buf, m, n) + (L->qkv_b ? L->qkv_b[row] : 0.f);
         }
@@ -84,8 +84,8 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
         const int kw = d.group * d.head_dim, c0 = g.kslice * kw;
         c.stage_act(act_tag(kActAttn, in.layer, 0, c0, kw, 0), p.attn_out + c0, d.q_width, nullptr, R, 0, kw);
         tile_mma(c, t, kw, buf);
-        if (c.tid < 128) {
-          const int m = c.tid >> 3, n = c.tid & 7, row = t * kTileRows + m;
+        if (c.tid() < 128) {
+          const int m = c.tid() >> 3, n = c.tid() & 7, row = t * kTileRows + m;
           if (n < R && row < d.hidden)
             p.o_part[(int64_t(g.kslice) * R + n) * d.hidden + row] =
                 tile_sum(c, buf, m, n) + (g.kslice == 0 && L->o_b ? L->o_b[row] : 0.f);
@@ -98,8 +98,8 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
         uint16_t* act = shared ? p.shared_act : p.dense_act;
         c.stage_act(act_tag(kActH, in.layer, second, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
         tile_mma(c, t, d.hidden, buf);
-        if (c.tid < 64) {
-          const int m = c.tid >> 3, n = c.tid & 7, col = t * ::ms::mk::kPairCols + m;
+        if (c.tid() < 64) {
+          const int m = c.tid() >> 3, n = c.tid() & 7, col = t * ::ms::mk::kPairCols + m;
           if (n < R && col < F) {
             const float y = silu_mul(tile_sum(c, buf, m, n), tile_sum(c, buf, m + 8, n));
             act[int64_t(n) * F + col] = __bfloat16_as_ushort(__float2bfloat16_rn(y));
@@ -115,8 +115,8 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
         c.stage_act(act_tag(shared ? kActShared : kActDense, in.layer, 0, cols.begin, k, 0),
                     (shared ? p.shared_act : p.dense_act) + cols.begin, F, nullptr, R, 0, k);
         tile_mma(c, t, k, buf);
-        if (c.tid < 128) {
-          const int m = c.tid >> 3, n = c.tid & 7, row = t * kTileRows + m;
+        if (c.tid() < 128) {
+          const int m = c.tid() >> 3, n = c.tid() & 7, row = t * kTileRows + m;
           float* part = shared ? p.shared_part : p.dense_part;
           if (n < R && row < d.hidden) part[(int64_t(g.kslice) * R + n) * d.hidden + row] = tile_sum(c, buf, m, n);
         }
@@ -125,8 +125,8 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
       case Opcode::kLmHead: {
         c.stage_act(act_tag(kActH, in.layer, 0, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
         tile_mma(c, t, d.hidden, buf);
-        if (c.tid < 128) {
-          const int m = c.tid >> 3, n = c.tid & 7, row = t * kTileRows + m;
+        if (c.tid() < 128) {
+          const int m = c.tid() >> 3, n = c.tid() & 7, row = t * kTileRows + m;
           if (n < R && row < d.vocab) p.logits[int64_t(n) * d.vocab + row] = tile_sum(c, buf, m, n) * d.logit_scale;
         }
         break;
@@ -159,7 +159,7 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
       // fp32 rows of the chunk (4 bytes a column: stage as bf16 pairs of 16-byte pieces).
       const ActTag tag = act_tag(kActHf, in.layer, second, c0, nc, 0);
       if (tag != c.act) {
-        for (int i = c.tid; i < R * nc / 4; i += kConsumerThreads) {
+        for (int i = c.tid(); i < R * nc / 4; i += kConsumerThreads) {
           const int n = i / (nc / 4), q = i % (nc / 4);
           const float4 v = __ldcg(reinterpret_cast<const float4*>(p.hf + int64_t(n) * H + c0) + q);
           *reinterpret_cast<float4*>(c.s.act + n * kActStride + q * 16) = v;
@@ -171,10 +171,10 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
       const unsigned char* st = c.stage();
 #pragma unroll
       for (int j = 0; have && j < 2; ++j) {
-        const int m = 2 * c.warp + j;
+        const int m = 2 * c.warp() + j;
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
-          const int col = c.lane * 8 + u * 256;
+          const int col = c.lane() * 8 + u * 256;
           if (col < nc) {
             float wf[8];
             bf16x8_to_f32(*reinterpret_cast<const uint4*>(st + m * kRowBytes + col * 2), wf);
@@ -196,11 +196,11 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
     }
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      const int e = t * kTileRows + 2 * c.warp + j;
+      const int e = t * kTileRows + 2 * c.warp() + j;
 #pragma unroll
       for (int n = 0; n < kMaxRows; ++n) {
         const float v = warp_sum(acc[j][n]);
-        if (c.lane == 0 && n < R && e < d.n_experts) p.router_logits[int64_t(n) * d.n_experts + e] = v;
+        if (c.lane() == 0 && n < R && e < d.n_experts) p.router_logits[int64_t(n) * d.n_experts + e] = v;
       }
     }
   }
@@ -217,7 +217,7 @@ __device__ __forceinline__ void load_claim_plan(Ctx& c, int layer) {
   ClaimPlan& cp = claim_plan(c.s);
   const int E = d.n_experts, n_sel = min(p.rows * d.top_k, kMaxSelections);
   const int na = min(static_cast<int>(__ldcg(p.counters + p.ctr.n_active(layer))), kMaxSelections);
-  for (int i = c.tid; i < n_sel; i += kConsumerThreads) {
+  for (int i = c.tid(); i < n_sel; i += kConsumerThreads) {
     if (i < na) {
       cp.offset[i] = __ldcg(p.plan + 1 + E + i);
       cp.count[i] = __ldcg(p.plan + 1 + 2 * E + i);
@@ -248,9 +248,9 @@ __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int t
     c.wait(base, in.wait[1].target);
   }
   // Members: selection ids s = row * K + k, at most one per row.
-  if (c.tid < cnt) {
-    const int sel = cp.member[clamp_sel(off + c.tid)];
-    rows[c.tid] = gu ? sel / K : sel;
+  if (c.tid() < cnt) {
+    const int sel = cp.member[clamp_sel(off + c.tid())];
+    rows[c.tid()] = gu ? sel / K : sel;
   }
   consumer_sync();
   const int n_rows = min(cnt, kMaxRows);
@@ -263,8 +263,8 @@ __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int t
   const int buf = 0;
   tile_mma(c, tile, gu ? H : I, buf);
   if (gu) {
-    if (c.tid < 64) {
-      const int m = c.tid >> 3, n = c.tid & 7, col = j * ::ms::mk::kPairCols + m;
+    if (c.tid() < 64) {
+      const int m = c.tid() >> 3, n = c.tid() & 7, col = j * ::ms::mk::kPairCols + m;
       if (n < n_rows && col < I) {
         const int s_id = cp.member[clamp_sel(off + n)];
         const float y = silu_mul(tile_sum(c, buf, m, n), tile_sum(c, buf, m + 8, n));
@@ -272,8 +272,8 @@ __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int t
       }
     }
   } else {
-    if (c.tid < 128) {
-      const int m = c.tid >> 3, n = c.tid & 7, row = j * kTileRows + m;
+    if (c.tid() < 128) {
+      const int m = c.tid() >> 3, n = c.tid() & 7, row = j * kTileRows + m;
       if (n < n_rows && row < H) {
         const int s_id = cp.member[clamp_sel(off + n)];
         p.ybuf[int64_t(s_id) * H + row] = cp.weight[clamp_sel(s_id)] * tile_sum(c, buf, m, n);

@@ -30,14 +30,14 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
     const int tok = p.meta->tokens[r];
 #pragma unroll
     for (int j = 0; j < kNormPerThread; ++j) {
-      const int i = c.tid + j * kConsumerThreads;
+      const int i = c.tid() + j * kConsumerThreads;
       if (i < H) v[j] = __bfloat162float(__ushort_as_bfloat16(p.embed[int64_t(tok) * H + i]));
     }
   } else {
     float a[kNormPerThread], f[kNormPerThread], x0[kNormPerThread];
 #pragma unroll
     for (int j = 0; j < kNormPerThread; ++j) {
-      const int i = c.tid + j * kConsumerThreads;
+      const int i = c.tid() + j * kConsumerThreads;
       a[j] = 0.f;  // attention: the O-projection's per-group partials
       f[j] = 0.f;  // FFN of the previous layer
       x0[j] = i < H ? __ldcg(x + i) : 0.f;
@@ -47,7 +47,7 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
       for (int g = 0; g < d.n_kv_heads; ++g)
 #pragma unroll
         for (int j = 0; j < kNormPerThread; ++j) {
-          const int i = c.tid + j * kConsumerThreads;
+          const int i = c.tid() + j * kConsumerThreads;
           if (i < H) a[j] += __ldcg(p.o_part + (int64_t(g) * R + r) * H + i);
         }
     }
@@ -57,7 +57,7 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
         for (int k = 0; k < d.top_k; ++k)
 #pragma unroll
           for (int j = 0; j < kNormPerThread; ++j) {
-            const int i = c.tid + j * kConsumerThreads;
+            const int i = c.tid() + j * kConsumerThreads;
             if (i < H) f[j] += __ldcg(p.ybuf + (int64_t(r) * d.top_k + k) * H + i);
           }
         if (d.shared_ffn > 0) {
@@ -67,7 +67,7 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
           for (int sl = 0; sl < ::ms::mk::down_slices(d.shared_ffn); ++sl)
 #pragma unroll
             for (int j = 0; j < kNormPerThread; ++j) {
-              const int i = c.tid + j * kConsumerThreads;
+              const int i = c.tid() + j * kConsumerThreads;
               if (i < H) y[j] += __ldcg(p.shared_part + (int64_t(sl) * R + r) * H + i);
             }
 #pragma unroll
@@ -77,7 +77,7 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
         for (int sl = 0; sl < ::ms::mk::down_slices(d.dense_ffn); ++sl)
 #pragma unroll
           for (int j = 0; j < kNormPerThread; ++j) {
-            const int i = c.tid + j * kConsumerThreads;
+            const int i = c.tid() + j * kConsumerThreads;
             if (i < H) f[j] += __ldcg(p.dense_part + (int64_t(sl) * R + r) * H + i);
           }
       }
@@ -91,7 +91,7 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
   }
 #pragma unroll
   for (int j = 0; j < kNormPerThread; ++j) {
-    const int i = c.tid + j * kConsumerThreads;
+    const int i = c.tid() + j * kConsumerThreads;
     if (i < H) x[i] = v[j];
   }
   float mean = 0.f;
@@ -99,18 +99,18 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
     float s = 0.f;
 #pragma unroll
     for (int j = 0; j < kNormPerThread; ++j)
-      if (c.tid + j * kConsumerThreads < H) s += v[j];
+      if (c.tid() + j * kConsumerThreads < H) s += v[j];
     mean = c.block_sum(s) / static_cast<float>(H);
   }
   float ss = 0.f;
 #pragma unroll
   for (int j = 0; j < kNormPerThread; ++j)
-    if (c.tid + j * kConsumerThreads < H) ss += (v[j] - mean) * (v[j] - mean);
+    if (c.tid() + j * kConsumerThreads < H) ss += (v[j] - mean) * (v[j] - mean);
   const float rinv = 1.0f / sqrtf(c.block_sum(ss) / static_cast<float>(H) + d.norm_eps);
   const float* w = final ? p.final_norm : (second ? p.layers[in.layer].ffn_norm : p.layers[in.layer].attn_norm);
 #pragma unroll
   for (int j = 0; j < kNormPerThread; ++j) {
-    const int i = c.tid + j * kConsumerThreads;
+    const int i = c.tid() + j * kConsumerThreads;
     if (i >= H) continue;
     const float y = w[i] * ((v[j] - mean) * rinv);
     p.hf[int64_t(r) * H + i] = y;
@@ -133,25 +133,25 @@ __device__ __forceinline__ bool op_route(Ctx& c, const Instruction& in) {
   int32_t* sel_id = reinterpret_cast<int32_t*>(sel_val + kMaxRows * kRouteMaxK);  // (R, 32)
   int32_t* plan = p.plan;
   int32_t *active = plan + 1, *offset = plan + 1 + E, *count = plan + 1 + 2 * E, *members = plan + 1 + 3 * E;
-  for (int e = c.tid; e < E; e += kConsumerThreads) cnt[e] = 0;
-  if (c.warp < R)
-    route_token(p.router_logits, c.warp, E, K, d.router_sigmoid, d.softmax_over_topk, d.norm_topk_prob, p.topk_ids,
-                p.topk_w, sel_val + c.warp * kRouteMaxK, sel_id + c.warp * kRouteMaxK);
+  for (int e = c.tid(); e < E; e += kConsumerThreads) cnt[e] = 0;
+  if (c.warp() < R)
+    route_token(p.router_logits, c.warp(), E, K, d.router_sigmoid, d.softmax_over_topk, d.norm_topk_prob, p.topk_ids,
+                p.topk_w, sel_val + c.warp() * kRouteMaxK, sel_id + c.warp() * kRouteMaxK);
   consumer_sync();
-  for (int s = c.tid; s < R * K; s += kConsumerThreads) {
+  for (int s = c.tid(); s < R * K; s += kConsumerThreads) {
     const int id = sel_id[(s / K) * kRouteMaxK + s % K];
     atomicAdd(&cnt[id], 1);
     if (p.routing_log) p.routing_log[(int64_t(in.layer) * R) * K + s] = id;
   }
   if (p.router_log)
-    for (int i = c.tid; i < R * E; i += kConsumerThreads)
+    for (int i = c.tid(); i < R * E; i += kConsumerThreads)
       p.router_log[int64_t(in.layer) * R * E + i] = __ldcg(p.router_logits + i);
   consumer_sync();
-  if (c.warp == 0) {  // compaction: lane l owns experts [l * per, (l + 1) * per)
+  if (c.warp() == 0) {  // compaction: lane l owns experts [l * per, (l + 1) * per)
     const int per = (E + 31) / 32;
     int na = 0, run = 0;
     for (int i = 0; i < per; ++i) {
-      const int e = c.lane * per + i;
+      const int e = c.lane() * per + i;
       if (e < E) {
         na += cnt[e] > 0;
         run += cnt[e];
@@ -161,14 +161,14 @@ __device__ __forceinline__ bool op_route(Ctx& c, const Instruction& in) {
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
       const int a = __shfl_up_sync(0xffffffffu, na_inc, o), b = __shfl_up_sync(0xffffffffu, run_inc, o);
-      if (c.lane >= o) {
+      if (c.lane() >= o) {
         na_inc += a;
         run_inc += b;
       }
     }
     int n = na_inc - na, at = run_inc - run;
     for (int i = 0; i < per; ++i) {
-      const int e = c.lane * per + i;
+      const int e = c.lane() * per + i;
       if (e < E && cnt[e] > 0) {
         active[n] = e;
         offset[n] = at;
@@ -178,7 +178,7 @@ __device__ __forceinline__ bool op_route(Ctx& c, const Instruction& in) {
         ++n;
       }
     }
-    if (c.lane == 31) {
+    if (c.lane() == 31) {
       plan[0] = na_inc;
       c.s.flag = na_inc;
     }
@@ -187,14 +187,14 @@ __device__ __forceinline__ bool op_route(Ctx& c, const Instruction& in) {
   const int n_active = c.s.flag;
   // Members in selection order within each expert (the interpreter's plan):
   // selection s goes after the earlier selections of its expert.
-  for (int s = c.tid; s < R * K; s += kConsumerThreads) {
+  for (int s = c.tid(); s < R * K; s += kConsumerThreads) {
     const int id = sel_id[(s / K) * kRouteMaxK + s % K];
     int rank = 0;
     for (int q = 0; q < s; ++q) rank += sel_id[(q / K) * kRouteMaxK + q % K] == id;
     members[cursor[id] + rank] = s;
   }
   consumer_sync();
-  if (c.tid == 0 && !c.drain) {
+  if (c.tid() == 0 && !c.drain) {
     p.counters[p.ctr.n_active(in.layer)] = uint32_t(n_active);
     __threadfence();
     atomicAdd(p.counters + p.ctr.down_done(in.layer), uint32_t(1 - n_active * ::ms::mk::expert_down_tiles(d)));
