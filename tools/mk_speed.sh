@@ -7,7 +7,7 @@
 #      when one fails);
 #   3. `bench decode` on the full NMC shape, layered and megakernel side by
 #      side, at MK_BATCHES x MK_CONTEXTS (default 1,8 x 8K), JSON in $OUT, and
-#      the megakernel again with --mk-claims-before-oproj (the list-order A/B);
+#      the megakernel again with --mk-oproj-before-claims (the list-order A/B);
 #   4. a timeline of one step (first batch and context) in a second run (so
 #      its recording does not slow the timed one), its per-opcode summary
 #      (tools/plot_timeline.py --summary) and the SVG of layers 2-3;
@@ -25,9 +25,9 @@ grep -E "^\[  (FAILED|PASSED) |buffer |Failure" "$OUT/mk_tests.log" | head -30
 B=${MK_BATCHES:-1,8}
 C=${MK_CONTEXTS:-8K}
 timeout 300 $M bench decode --random nmc-full --batch "$B" --context "$C" --json "$OUT/bench.json" 2>&1 | tail -12
-# The list-order A/B (claims before the O-projection in parallel blocks).
-timeout 200 $M bench decode --random nmc-full --decode-backend megakernel --mk-claims-before-oproj --batch "$B" \
-  --context "$C" --json "$OUT/bench_claims_before_oproj.json" 2>&1 | tail -6
+# The list-order A/B (the O-projection before the claims in parallel blocks).
+timeout 200 $M bench decode --random nmc-full --decode-backend megakernel --mk-oproj-before-claims --batch "$B" \
+  --context "$C" --json "$OUT/bench_oproj_before_claims.json" 2>&1 | tail -6
 first_b=${B%%,*}
 first_c=${C%%,*}
 timeout 200 $M bench decode --random nmc-full --decode-backend megakernel --batch "$first_b" --context "$first_c" \

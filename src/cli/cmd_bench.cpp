@@ -104,9 +104,10 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
       .add("watchdog-ms", "megakernel: a dependency wait longer than this abandons the step", "2000")
       .add("barrier-ablation", "megakernel: grid-wide barriers between the phases of every layer (ablation)", "",
            true)
-      .add("mk-claims-before-oproj",
-           "megakernel, parallel blocks: each SM takes expert tiles before its O-projection tiles (list-order A/B)", "",
-           true)
+      .add("mk-oproj-before-claims",
+           "megakernel, parallel blocks: each SM runs its O-projection tiles before its expert tiles (list-order A/B; "
+           "the default takes the expert tiles first)",
+           "", true)
       .add("timeline", "megakernel: also write one step's per-instruction times (first batch and context) as JSON", "");
   if (int rc = parse_bench_flags(f, args, "bench decode"); rc >= 0) return rc;
   std::vector<std::string> path_names;
@@ -149,7 +150,7 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
     if (p == gpu::DecodePath::kMegakernel) o.decode = p;  // the executor is created; each row picks its path
   o.mk.watchdog_ms = *watchdog;
   o.mk.barrier_between_phases = f.boolean("barrier-ablation");
-  o.mk.claims_before_oproj = f.boolean("mk-claims-before-oproj");
+  o.mk.claims_before_oproj = !f.boolean("mk-oproj-before-claims");
   o.mk.record_timeline = !f.str("timeline").empty();
   auto backend = make_bench_backend(f, "bench decode", static_cast<uint64_t>(*seed), o,
                                     [&](const ModelConfig& cfg, int bs) {

@@ -160,6 +160,7 @@ TEST(MkSchedule, ClaimsBeforeTheOProjectionFinishAndKeepTheirPlace) {
       o.rows = rows;
       o.context = context;
       o.n_sm = n_sm;
+      o.claims_before_oproj = false;
       auto base = build_schedule(make_dims(*cfg, 64), make_layer_info(*cfg), o);
       o.claims_before_oproj = true;
       auto early = build_schedule(make_dims(*cfg, 64), make_layer_info(*cfg), o);

@@ -38,7 +38,7 @@ struct MkOptions {
   bool record_timeline = false;
   // Ablation: grid-wide barriers (counters) between the phases of each layer.
   bool barrier_between_phases = false;
-  bool claims_before_oproj = false;  // ScheduleOptions::claims_before_oproj (an A/B of the list order)
+  bool claims_before_oproj = true;  // ScheduleOptions::claims_before_oproj (false: the list-order A/B)
   // Debug: plant a wait nothing signals (watchdog test).
   bool plant_stuck_wait = false;
   // Debug (tests): keep every MoE layer's expert ids and router logits.

@@ -334,7 +334,10 @@ __device__ __forceinline__ bool op_attention(Ctx& c, const Instruction& in) {
 }
 
 // kAttnCombine: the splits 0..last_split of (row, KV head) merged by
-// log-sum-exp into attn_out (bf16), the O-projection's input.
+// log-sum-exp into attn_out (bf16), the O-projection's input. A thread
+// takes 4 adjacent dimensions of one head (16-byte loads) and has up to 12
+// splits' loads in flight: at 33 splits one load per split in turn made the
+// combine ~13 us, on the attention chain's critical path.
 __device__ __forceinline__ bool op_combine(Ctx& c, const Instruction& in) {
   const Params& p = c.p;
   const Dims& d = p.dims;
@@ -342,27 +345,42 @@ __device__ __forceinline__ bool op_combine(Ctx& c, const Instruction& in) {
   const int pos = p.meta->pos[r];
   const int window = p.layer_info[in.layer].sliding ? d.sliding_window : 0;
   const int n = ::ms::mk::split_range(pos, window, 0, in.attn.n_splits).last_split + 1;
-  float* lse = reinterpret_cast<float*>(c.s.scratch);  // (G, n)
+  float* lse = reinterpret_cast<float*>(c.s.scratch);  // (G, n): the splits' weights exp(lse - max) after the max pass
+  float* den = lse + G * n;                            // (G)
   for (int i = c.tid(); i < G * n; i += kConsumerThreads)
     lse[i] = __ldcg(p.part_lse + (int64_t(r) * d.n_heads + g * G + i / n) * S + i % n);
   consumer_sync();
-  for (int e = c.tid(); e < G * HD; e += kConsumerThreads) {
-    const int h = e / HD, dd = e % HD;
-    const float* l = lse + h * n;
+  if (c.tid() < G) {  // per head: the max, the weights, their sum (in split order)
+    float* l = lse + c.tid() * n;
     float mx = -INFINITY;
     for (int s = 0; s < n; ++s) mx = fmaxf(mx, l[s]);
-    float num = 0.f, den = 0.f;
-    const float* po = p.part_o + (int64_t(r) * d.n_heads + g * G + h) * S * HD + dd;
-    // Unrolled so that the splits' loads are in flight together (one L2
-    // round trip per split in turn made the combine ~13 us at 33 splits).
-#pragma unroll 8
+    float sum = 0.f;
     for (int s = 0; s < n; ++s) {
       const float w = l[s] == -INFINITY ? 0.f : expf(l[s] - mx);
-      num += w * __ldcg(po + int64_t(s) * HD);
-      den += w;
+      l[s] = w;
+      sum += w;
     }
-    p.attn_out[int64_t(r) * d.q_width + (g * G + h) * HD + dd] =
-        __bfloat16_as_ushort(__float2bfloat16_rn(den > 0.f ? num / den : 0.f));
+    den[c.tid()] = sum;
+  }
+  consumer_sync();
+  for (int e = c.tid(); e < G * HD / 4; e += kConsumerThreads) {
+    const int h = (4 * e) / HD, dd = (4 * e) % HD;
+    const float* w = lse + h * n;
+    const float* po = p.part_o + (int64_t(r) * d.n_heads + g * G + h) * S * HD + dd;
+    float4 num = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 12
+    for (int s = 0; s < n; ++s) {
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(po + int64_t(s) * HD));
+      num.x += w[s] * v.x;
+      num.y += w[s] * v.y;
+      num.z += w[s] * v.z;
+      num.w += w[s] * v.w;
+    }
+    const float dn = den[h];
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(dn > 0.f ? num.x / dn : 0.f, dn > 0.f ? num.y / dn : 0.f);
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(dn > 0.f ? num.z / dn : 0.f, dn > 0.f ? num.w / dn : 0.f);
+    *reinterpret_cast<uint2*>(p.attn_out + int64_t(r) * d.q_width + (g * G + h) * HD + dd) =
+        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
   }
   return true;
 }

@@ -7,7 +7,17 @@
 
 namespace ms::gpu::mk {
 
-constexpr int kNormPerThread = kMaxActCols / kConsumerThreads;  // H <= kMaxActCols
+// A thread's columns: quads q = tid + j * kConsumerThreads, columns
+// [4 q, 4 q + 4) (hidden is a multiple of 16: mk::check_supported).
+constexpr int kNormQuads = kMaxActCols / 4 / kConsumerThreads;
+
+__device__ __forceinline__ float4 ldcg4(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
+__device__ __forceinline__ void add4(float4& a, const float4 b) {
+  a.x += b.x;
+  a.y += b.y;
+  a.z += b.z;
+  a.w += b.w;
+}
 
 // x += the outputs the instruction adds (mk_vm.cpp norm_row gives the
 // order), then h = norm(x) * w in bf16 (matmul input) and hf in fp32
@@ -15,106 +25,126 @@ constexpr int kNormPerThread = kMaxActCols / kConsumerThreads;  // H <= kMaxActC
 __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
   const Params& p = c.p;
   const Dims& d = p.dims;
-  const int R = p.rows, H = d.hidden, r = in.rows.row;
+  const int R = p.rows, H = d.hidden, r = in.rows.row, Q = H / 4;
   const bool final = in.op == Opcode::kFinalNorm, second = in.flags & ::ms::mk::kFlagNormSecond;
   const int prev = final ? d.n_layers - 1 : in.layer - 1;
-  float v[kNormPerThread];
+  float4 v[kNormQuads];
   float* x = p.x + int64_t(r) * H;
   const bool embed = !final && in.layer == 0 && !second;
   const bool prev_moe = prev >= 0 && p.layer_info[prev].moe;
-  // The loads are issued source by source for all of a thread's columns at
-  // once (and a few sources ahead): the norm is on every layer's critical
-  // path, and one L2 round trip per load in turn made it ~30 us (timeline,
-  // docs/megakernel.md). The sums keep the interpreter's order per column.
+  // Every source's 16-byte loads are issued together (unrolled over the
+  // sources): the norm is on every layer's critical path, where each L2
+  // round trip in turn costs ~0.6 us (docs/megakernel.md). The sums keep
+  // the interpreter's order per column.
   if (embed) {
     const int tok = p.meta->tokens[r];
 #pragma unroll
-    for (int j = 0; j < kNormPerThread; ++j) {
-      const int i = c.tid() + j * kConsumerThreads;
-      if (i < H) v[j] = __bfloat162float(__ushort_as_bfloat16(p.embed[int64_t(tok) * H + i]));
+    for (int j = 0; j < kNormQuads; ++j) {
+      const int q = c.tid() + j * kConsumerThreads;
+      if (q < Q) {
+        const uint2 b = __ldg(reinterpret_cast<const uint2*>(p.embed + int64_t(tok) * H) + q);
+        const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&b.x));
+        const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&b.y));
+        v[j] = make_float4(lo.x, lo.y, hi.x, hi.y);
+      }
     }
   } else {
-    float a[kNormPerThread], f[kNormPerThread], x0[kNormPerThread];
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 a[kNormQuads], f[kNormQuads], x0[kNormQuads];
 #pragma unroll
-    for (int j = 0; j < kNormPerThread; ++j) {
-      const int i = c.tid() + j * kConsumerThreads;
-      a[j] = 0.f;  // attention: the O-projection's per-group partials
-      f[j] = 0.f;  // FFN of the previous layer
-      x0[j] = i < H ? __ldcg(x + i) : 0.f;
+    for (int j = 0; j < kNormQuads; ++j) {
+      const int q = c.tid() + j * kConsumerThreads;
+      a[j] = z;  // attention: the O-projection's per-group partials
+      f[j] = z;  // FFN of the previous layer
+      x0[j] = q < Q ? ldcg4(x + 4 * q) : z;
     }
     if (second || d.parallel_block) {
-#pragma unroll 4
+#pragma unroll 8
       for (int g = 0; g < d.n_kv_heads; ++g)
 #pragma unroll
-        for (int j = 0; j < kNormPerThread; ++j) {
-          const int i = c.tid() + j * kConsumerThreads;
-          if (i < H) a[j] += __ldcg(p.o_part + (int64_t(g) * R + r) * H + i);
+        for (int j = 0; j < kNormQuads; ++j) {
+          const int q = c.tid() + j * kConsumerThreads;
+          if (q < Q) add4(a[j], ldcg4(p.o_part + (int64_t(g) * R + r) * H + 4 * q));
         }
     }
     if (!second) {
       if (prev_moe) {
-#pragma unroll 4
+#pragma unroll 8
         for (int k = 0; k < d.top_k; ++k)
 #pragma unroll
-          for (int j = 0; j < kNormPerThread; ++j) {
-            const int i = c.tid() + j * kConsumerThreads;
-            if (i < H) f[j] += __ldcg(p.ybuf + (int64_t(r) * d.top_k + k) * H + i);
+          for (int j = 0; j < kNormQuads; ++j) {
+            const int q = c.tid() + j * kConsumerThreads;
+            if (q < Q) add4(f[j], ldcg4(p.ybuf + (int64_t(r) * d.top_k + k) * H + 4 * q));
           }
         if (d.shared_ffn > 0) {
-          float y[kNormPerThread];
+          float4 y[kNormQuads];
 #pragma unroll
-          for (int j = 0; j < kNormPerThread; ++j) y[j] = 0.f;
+          for (int j = 0; j < kNormQuads; ++j) y[j] = z;
           for (int sl = 0; sl < ::ms::mk::down_slices(d.shared_ffn); ++sl)
 #pragma unroll
-            for (int j = 0; j < kNormPerThread; ++j) {
-              const int i = c.tid() + j * kConsumerThreads;
-              if (i < H) y[j] += __ldcg(p.shared_part + (int64_t(sl) * R + r) * H + i);
+            for (int j = 0; j < kNormQuads; ++j) {
+              const int q = c.tid() + j * kConsumerThreads;
+              if (q < Q) add4(y[j], ldcg4(p.shared_part + (int64_t(sl) * R + r) * H + 4 * q));
             }
 #pragma unroll
-          for (int j = 0; j < kNormPerThread; ++j) f[j] = d.shared_sum ? f[j] + y[j] : (f[j] + y[j]) / 2;
+          for (int j = 0; j < kNormQuads; ++j) {
+            add4(f[j], y[j]);
+            if (!d.shared_sum) f[j] = make_float4(f[j].x / 2, f[j].y / 2, f[j].z / 2, f[j].w / 2);
+          }
         }
       } else {
         for (int sl = 0; sl < ::ms::mk::down_slices(d.dense_ffn); ++sl)
 #pragma unroll
-          for (int j = 0; j < kNormPerThread; ++j) {
-            const int i = c.tid() + j * kConsumerThreads;
-            if (i < H) f[j] += __ldcg(p.dense_part + (int64_t(sl) * R + r) * H + i);
+          for (int j = 0; j < kNormQuads; ++j) {
+            const int q = c.tid() + j * kConsumerThreads;
+            if (q < Q) add4(f[j], ldcg4(p.dense_part + (int64_t(sl) * R + r) * H + 4 * q));
           }
       }
     }
 #pragma unroll
-    for (int j = 0; j < kNormPerThread; ++j) {
-      if (second) v[j] = x0[j] + a[j];
-      else if (d.parallel_block) v[j] = x0[j] + a[j] + f[j];
-      else v[j] = x0[j] + f[j];
+    for (int j = 0; j < kNormQuads; ++j) {
+      v[j] = x0[j];
+      if (second) {
+        add4(v[j], a[j]);
+      } else if (d.parallel_block) {
+        add4(v[j], a[j]);
+        add4(v[j], f[j]);
+      } else {
+        add4(v[j], f[j]);
+      }
     }
   }
 #pragma unroll
-  for (int j = 0; j < kNormPerThread; ++j) {
-    const int i = c.tid() + j * kConsumerThreads;
-    if (i < H) x[i] = v[j];
+  for (int j = 0; j < kNormQuads; ++j) {
+    const int q = c.tid() + j * kConsumerThreads;
+    if (q < Q) *reinterpret_cast<float4*>(x + 4 * q) = v[j];
   }
   float mean = 0.f;
   if (d.norm_layer) {
     float s = 0.f;
 #pragma unroll
-    for (int j = 0; j < kNormPerThread; ++j)
-      if (c.tid() + j * kConsumerThreads < H) s += v[j];
+    for (int j = 0; j < kNormQuads; ++j)
+      if (c.tid() + j * kConsumerThreads < Q) s += (v[j].x + v[j].y) + (v[j].z + v[j].w);
     mean = c.block_sum(s) / static_cast<float>(H);
   }
   float ss = 0.f;
+  auto sq = [mean](float t) { return (t - mean) * (t - mean); };
 #pragma unroll
-  for (int j = 0; j < kNormPerThread; ++j)
-    if (c.tid() + j * kConsumerThreads < H) ss += (v[j] - mean) * (v[j] - mean);
+  for (int j = 0; j < kNormQuads; ++j)
+    if (c.tid() + j * kConsumerThreads < Q) ss += (sq(v[j].x) + sq(v[j].y)) + (sq(v[j].z) + sq(v[j].w));
   const float rinv = 1.0f / sqrtf(c.block_sum(ss) / static_cast<float>(H) + d.norm_eps);
   const float* w = final ? p.final_norm : (second ? p.layers[in.layer].ffn_norm : p.layers[in.layer].attn_norm);
 #pragma unroll
-  for (int j = 0; j < kNormPerThread; ++j) {
-    const int i = c.tid() + j * kConsumerThreads;
-    if (i >= H) continue;
-    const float y = w[i] * ((v[j] - mean) * rinv);
-    p.hf[int64_t(r) * H + i] = y;
-    p.h[int64_t(r) * H + i] = __bfloat16_as_ushort(__float2bfloat16_rn(y));
+  for (int j = 0; j < kNormQuads; ++j) {
+    const int q = c.tid() + j * kConsumerThreads;
+    if (q >= Q) continue;
+    const float4 wq = __ldg(reinterpret_cast<const float4*>(w) + q);
+    const float4 y = make_float4(wq.x * ((v[j].x - mean) * rinv), wq.y * ((v[j].y - mean) * rinv),
+                                 wq.z * ((v[j].z - mean) * rinv), wq.w * ((v[j].w - mean) * rinv));
+    *reinterpret_cast<float4*>(p.hf + int64_t(r) * H + 4 * q) = y;
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(y.x, y.y), hi = __floats2bfloat162_rn(y.z, y.w);
+    *reinterpret_cast<uint2*>(p.h + int64_t(r) * H + 4 * q) =
+        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
   }
   return true;
 }
