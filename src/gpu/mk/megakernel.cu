@@ -70,7 +70,7 @@ __device__ void consumer_main(const Params& p, Smem& s) {
       for (const auto& w : in.wait) c.wait(w.counter, w.target);
     const uint64_t t_ready = (p.timeline && c.tid() == 0) ? global_timer() : 0;
     if (!execute(c, in) && c.tid() == 0) c.drain = true;
-    // Instruction-level signals (claims signal per tile; their signal[1] is
+    // Instruction-level signals (claims signal their tallies; their signal[1] is
     // the barrier ablation's phase counter).
     signal_counter(p, claims || c.drain ? ::ms::mk::kNoCounter : in.signal[0]);
     if (in.signal[1] != ::ms::mk::kNoCounter && c.tid() == 0 && !c.drain) red_release_add(p.counters + in.signal[1], 1u);

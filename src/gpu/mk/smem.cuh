@@ -70,7 +70,12 @@ struct Smem {
   uint64_t empty[kStages];
   StageHeader header[kStages];
   int32_t flag;          // consumer broadcast (abort, skip)
-  int32_t reserved[3];
+  int32_t claim_fail;    // a claim loop's up-front waits: some thread's wait was abandoned
+  int32_t claim_slots;   // the claim loop's layer: routed expert slots (load_claim_plan)
+  int32_t reserved;
+  // A claim loop's finished tiles per expert slot (gate/up) or in all (down,
+  // entry 0), signalled together when the loop ends.
+  int32_t claim_tally[kMaxSelections];
   int32_t loader_expert[kMaxSelections];  // the loader's claim loop: slot -> expert of the layer's plan
 };
 // Dynamic shared memory requested: the struct plus room to align it to 1024.

@@ -190,6 +190,12 @@ __device__ __forceinline__ bool wait_stage(const Params& p, uint64_t* bar, uint3
 __device__ __forceinline__ void red_release_add(uint32_t* ctr, uint32_t add) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(ctr), "r"(add) : "memory");
 }
+// Several counters at once after one release fence (thread 0, after the
+// consumers' barrier): the claim loops' per-slot tallies.
+__device__ __forceinline__ void release_fence() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+__device__ __forceinline__ void red_relaxed_add(uint32_t* ctr, uint32_t add) {
+  asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;\n" ::"l"(ctr), "r"(add) : "memory");
+}
 __device__ __forceinline__ void signal_counter(const Params& p, uint32_t c, uint32_t add = 1) {
   consumer_sync();
   if (threadIdx.x == 0 && c != ::ms::mk::kNoCounter) red_release_add(p.counters + c, add);

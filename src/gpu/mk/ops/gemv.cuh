@@ -217,6 +217,7 @@ __device__ __forceinline__ void load_claim_plan(Ctx& c, int layer) {
   ClaimPlan& cp = claim_plan(c.s);
   const int E = d.n_experts, n_sel = min(p.rows * d.top_k, kMaxSelections);
   const int na = min(static_cast<int>(__ldcg(p.counters + p.ctr.n_active(layer))), kMaxSelections);
+  if (c.tid() == 0) c.s.claim_slots = max(na, 0);
   for (int i = c.tid(); i < n_sel; i += kConsumerThreads) {
     if (i < na) {
       cp.offset[i] = __ldcg(p.plan + 1 + E + i);
@@ -232,7 +233,8 @@ __device__ __forceinline__ int clamp_sel(int i) { return min(max(i, 0), kMaxSele
 
 // One claimed expert tile (header already peeked): gate/up (slot, 8
 // intermediate columns) or down (slot, 16 output rows), for the expert's
-// member rows, read from the plan's shared-memory copy.
+// member rows, read from the plan's shared-memory copy. Its completion is
+// tallied in shared memory; the claim loop signals the tallies at its end.
 __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int tile) {
   const Params& p = c.p;
   const Dims& d = p.dims;
@@ -243,23 +245,24 @@ __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int t
   const ClaimPlan& cp = claim_plan(c.s);
   const int off = clamp_sel(cp.offset[clamp_sel(slot)]), cnt = min(cp.count[clamp_sel(slot)], kMaxRows);
   int32_t* rows = reinterpret_cast<int32_t*>(c.s.scratch + kScratchBytes - 128);  // (<= 8) member rows
-  if (!gu) {
-    const uint32_t base = in.wait[1].counter + ((in.flags & ::ms::mk::kFlagWait1PlusSlot) ? uint32_t(slot) : 0u);
-    c.wait(base, in.wait[1].target);
-  }
-  // Members: selection ids s = row * K + k, at most one per row.
+  // Members: selection ids s = row * K + k, at most one per row, ascending
+  // (so ascending rows: slots with the same rows stage the same buffer).
+  uint32_t row_mask = 0;
+  for (int n = 0; n < cnt; ++n) row_mask |= 1u << (min(max(cp.member[clamp_sel(off + n)] / K, 0), kMaxRows - 1));
   if (c.tid() < cnt) {
     const int sel = cp.member[clamp_sel(off + c.tid())];
     rows[c.tid()] = gu ? sel / K : sel;
   }
   consumer_sync();
   const int n_rows = min(cnt, kMaxRows);
-  // Tag by (layer, slot): the rows of a slot do not change within the step.
+  // Gate/up reads h rows: tagged by the set of rows (at batch 1 every slot
+  // reads row 0, staged once per layer); down reads the slot's own moe_act rows.
   if (gu)
-    c.stage_act(act_tag(kActMoe + 8, in.layer, d.parallel_block ? 0 : 1, 0, H, slot + 1), p.h, H, rows, n_rows, 0, H);
+    c.stage_act(act_tag(kActMoe + 8, in.layer, d.parallel_block ? 0 : 1, 0, H, int(row_mask)), p.h, H, rows, n_rows, 0,
+                H);
   else
     c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, slot + 1), p.moe_act, I, rows, n_rows, 0, I);
-  // One scratch buffer: signal_counter below syncs before the next tile writes it.
+  // One scratch buffer: the barrier at the end syncs before the next tile writes it.
   const int buf = 0;
   tile_mma(c, tile, gu ? H : I, buf);
   if (gu) {
@@ -280,17 +283,42 @@ __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int t
       }
     }
   }
-  // Per tile: gate/up done of the slot, or one more down tile.
-  signal_counter(p, c.drain ? ::ms::mk::kNoCounter : in.signal[0] + (gu ? uint32_t(slot) : 0u));
+  consumer_sync();
+  if (c.tid() == 0) ++c.s.claim_tally[gu ? clamp_sel(slot) : 0];
+}
+
+// The down loop's waits, all at once before its first tile: every routed
+// slot's gate/up tiles are done (thread t < n_active polls slot t: one round
+// trip for all, instead of one per tile). The gate/up loops do not depend on
+// the down loops and come first in every SM's list, so this cannot wait on
+// itself; their tiles end within about one tile of each other, so waiting
+// for all slots costs little against the per-tile waits it replaces.
+__device__ __forceinline__ void wait_all_slots(Ctx& c, const Instruction& in) {
+  const Params& p = c.p;
+  const int na = c.s.claim_slots;  // load_claim_plan's barrier made it visible
+  if (c.tid() == 0) c.s.claim_fail = 0;
+  consumer_sync();
+  if (c.tid() < na && !c.drain &&
+      !wait_counter(p, in.wait[1].counter + uint32_t(c.tid()), in.wait[1].target, c.at, 0))
+    c.s.claim_fail = 1;
+  consumer_sync();
+  if (c.s.claim_fail) c.drain = true;
+  consumer_sync();
 }
 
 // kExpertGateUp / kExpertDown: the claim loop (the loader claimed the tiles;
 // each position's header names the tile, -1 when the queue ran out). Which
 // tile is thread 0's reading of the header, for every thread: the loop's
 // control flow never depends on a thread's own (possibly abandoned) wait.
+// The tiles' signals are tallied and sent together at the end (one release
+// fence per loop instead of one per tile): the down loops wait for every
+// slot anyway, and the next norm for every down tile.
 __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
+  const bool gu = in.op == Opcode::kExpertGateUp;
   c.wait(in.wait[0].counter, in.wait[0].target);  // the routing plan is visible
-  load_claim_plan(c, in.layer);
+  for (int i = c.tid(); i < kMaxSelections; i += kConsumerThreads) c.s.claim_tally[i] = 0;
+  load_claim_plan(c, in.layer);  // ends with a consumer barrier
+  if (!gu) wait_all_slots(c, in);
   for (int k = 0; k < in.claim.max_claims; ++k) {
     StageHeader h;
     c.acquire(Ctx::kAnyTile, 0, &h);
@@ -300,6 +328,13 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
       break;
     }
     expert_tile(c, in, tile);
+  }
+  consumer_sync();
+  if (c.tid() == 0 && !c.drain) {
+    release_fence();
+    const int n = gu ? c.s.claim_slots : 1;
+    for (int i = 0; i < n; ++i)
+      if (c.s.claim_tally[i] > 0) red_relaxed_add(c.p.counters + in.signal[0] + uint32_t(i), uint32_t(c.s.claim_tally[i]));
   }
   return true;
 }
