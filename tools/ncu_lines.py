@@ -1,59 +1,49 @@
 #!/usr/bin/env python3
 """The source lines with the most warp-state samples in an Nsight Compute
-source-page CSV (`ncu -i REP --page source --csv --print-source cuda`).
+source-page CSV (`ncu -i REP --page source --csv --print-source cuda,sass`).
 
 Usage: tools/ncu_lines.py FILE.csv [N]
 
-Prints the N lines (default 40) with the most samples, with their share of
-all samples and the two largest stall reasons of each line. The CSV's
-columns differ between ncu versions: the sample column is the first whose
-name contains "Warp Stall Sampling (All", stall reasons are the columns whose
-name starts with "stall_" or contains "Stall" and holds numbers; the file
-and line come from the "File"/"Source File" and "Line"/"# Line" columns when
-present (the source view repeats the file in a header row otherwise).
+The CSV (ncu of CUDA 13.0) is a block per source file: a "File Path" row, a
+"Function Name" row, a header row starting "Line No", then one row per source
+line (its number in the first column) followed by that line's SASS rows (an
+empty first column). The samples are the "Warp Stall Sampling (All Samples)"
+column of the source-line rows. Prints the N lines (default 40) with the
+most samples and their share of all samples.
 """
+import collections
 import csv
 import sys
-
-
-def num(s):
-    try:
-        return float(str(s).replace(",", ""))
-    except ValueError:
-        return None
 
 
 def main(path, n):
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
-    # The header is the first row with a sampling column.
-    hi = next((i for i, r in enumerate(rows) if any("Sampling" in c for c in r)), None)
-    if hi is None:
-        sys.exit(f"{path}: no warp-state sampling column (first row: {rows[0] if rows else 'empty'})")
-    head = rows[hi]
-    all_col = next(i for i, c in enumerate(head) if "Sampling (All" in c or c.endswith("Sampling"))
-    src_col = next((i for i, c in enumerate(head) if c.strip() in ("Source", "# Source")), None)
-    line_col = next((i for i, c in enumerate(head) if c.strip() in ("Line", "# Line", "#")), 0)
-    stall_cols = [i for i, c in enumerate(head) if i != all_col and ("stall" in c.lower()) and "Sampling" not in c]
-    cur_file = ""
-    items = []
-    for r in rows[hi + 1:]:
-        if len(r) < len(head):
-            if r and r[0].strip():
-                cur_file = r[0].strip()  # a file header row
+    cur, col = "", None
+    samples, text = collections.Counter(), {}
+    for r in rows:
+        if not r:
             continue
-        s = num(r[all_col])
-        if not s:
+        if r[0] == "File Path":
+            cur = r[1].split("/")[-1]
             continue
-        stalls = sorted(((num(r[i]) or 0, head[i]) for i in stall_cols), reverse=True)[:2]
-        src = r[src_col].strip() if src_col is not None else ""
-        items.append((s, cur_file, r[line_col], src, stalls))
-    total = sum(i[0] for i in items) or 1
-    print(f"{len(items)} lines with samples, {total:.0f} samples")
-    for s, fil, line, src, stalls in sorted(items, reverse=True)[:n]:
-        st = ", ".join(f"{name.replace('stall_', '')} {v / s:.0%}" for v, name in stalls if v)
-        short = fil.split("/")[-1] if fil else ""
-        print(f"{s / total:6.1%} {short}:{line}  {src[:90]}  [{st}]")
+        if r[0] == "Line No":
+            col = next((i for i, c in enumerate(r) if c.startswith("Warp Stall Sampling (All")), None)
+            continue
+        if r[0] in ("Function Name", "") or col is None or len(r) <= col:
+            continue
+        try:
+            s = float(r[col])
+        except ValueError:
+            continue
+        samples[(cur, r[0])] += s
+        text[(cur, r[0])] = r[1]
+    total = sum(samples.values())
+    if not total:
+        sys.exit(f"{path}: no warp-state samples found")
+    print(f"{len(samples)} source lines, {total:.0f} samples")
+    for (fil, line), s in samples.most_common(n):
+        print(f"{s / total:6.1%} {fil}:{line}  {text[(fil, line)].strip()[:100]}")
 
 
 if __name__ == "__main__":
