@@ -5,6 +5,11 @@
 # reports the wall time to ready with the server's own load lines (bytes read
 # and uploaded, GB/s, CPU convert vs copy-engine wait). Then SIGTERM.
 #   OUT=/dir tools/load_time.sh [DIR]        (SIZE=tiny for a dry run anywhere)
+# LAYERS=N writes the shape's first N layers only (init-random --layers): the
+# disk figure on a box whose disk cannot hold all 61 GB, e.g.
+#   OUT=/dir LAYERS=20 tools/load_time.sh /root/nmc20
+# (the page cache is dropped first when the directory is not tmpfs; the last
+# lines scale the measured upload rate to the full 60.97 GB, said as such).
 # Needs build-gpu/megaserve (tools/gpu_build.sh builds it); on a machine
 # without a GPU the server loads into the CPU backend instead (still a dry run
 # of this script, not the figure).
@@ -15,7 +20,9 @@ DIR=${1:-/dev/shm/nmc-full}
 SIZE=${SIZE:-full}
 M=${MEGASERVE:-build-gpu/megaserve}
 [ -x "$M" ] || { echo "no $M (build it first)"; exit 1; }
+LAYERS=${LAYERS:-}
 need_gb=$([ "$SIZE" = full ] && echo 62 || echo 1)
+[ -n "$LAYERS" ] && [ "$SIZE" = full ] && need_gb=$(( (62 * LAYERS + 48) / 49 + 1 ))
 parent=$(dirname "$DIR")
 free_gb=$(df -BG --output=avail "$parent" | tail -1 | tr -dc 0-9)
 if [ "$free_gb" -lt "$need_gb" ]; then
@@ -25,7 +32,8 @@ fi
 if [ ! -f "$DIR/config.json" ]; then
   t0=$(date +%s.%N)
   vocab=(); [ "$SIZE" = tiny ] && vocab=(--vocab 4096)  # the demo tokenizer's ids must fit
-  "$M" init-random --arch nmc --size "$SIZE" --seed 1 "${vocab[@]}" --out "$DIR" > "$OUT/init_random.log" 2>&1 ||
+  layers=(); [ -n "$LAYERS" ] && layers=(--layers "$LAYERS")
+  "$M" init-random --arch nmc --size "$SIZE" --seed 1 "${vocab[@]}" "${layers[@]}" --out "$DIR" > "$OUT/init_random.log" 2>&1 ||
     { tail -5 "$OUT/init_random.log"; exit 1; }
   echo "load_time: wrote $(du -sh "$DIR" | cut -f1) to $DIR in $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a-b}') s"
 fi
@@ -67,3 +75,11 @@ if [ "$state" != ready ]; then
 fi
 echo "load_time: $DIR ($(stat -f -c %T "$DIR")): ready $(awk -v a="$t1" -v b="$t0" 'BEGIN{printf "%.1f", a-b}') s after start"
 grep -E "backend auto|load:|reading and uploading the weights: .* in |upload:|KV cache|kv cache" "$OUT/serve.log" | head -12
+# A layer cut: the full shape at the same rate (the upload streams shard by
+# shard; its rate does not depend on the layer count).
+if [ -n "$LAYERS" ]; then
+  rate=$(grep -oE "reading and uploading the weights: [0-9.]+ GB in [0-9.]+ s \(([0-9.]+) GB/s\)" "$OUT/serve.log" | tail -1 |
+         sed -E 's/.*\(([0-9.]+) GB\/s\)/\1/')
+  [ -n "$rate" ] && echo "load_time: $LAYERS of 49 layers; at $rate GB/s the full 60.97 GB would take" \
+    "$(awk -v r="$rate" 'BEGIN{printf "%.1f", 60.97 / r}') s to upload (extrapolated)"
+fi

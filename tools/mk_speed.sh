@@ -11,7 +11,13 @@
 #   4. a timeline of one step (first batch and context) in a second run (so
 #      its recording does not slow the timed one), its per-opcode summary
 #      (tools/plot_timeline.py --summary) and the SVG of layers 2-3;
-#   5. MK_FULL=1: the full-shape teacher-forced test against the layered path.
+#   5. MK_FULL=1: the full-shape teacher-forced test against the layered path;
+#   6. MK_EXPERIMENTS="claim_near route_nofence claim_near,route_nofence": each
+#      set of kernel variants (bench decode --mk-experiments) checked first
+#      (MkVsVm and MkDemo under MEGASERVE_MK_EXPERIMENTS) and then timed at the
+#      same points, JSON in $OUT/bench_exp_<set>.json.
+# The device tool returns at most 8 files: everything in $OUT ends up in
+# $OUT/mk_speed.tgz.
 # Usage on the device machine, from the repo root: OUT=/dir tools/mk_speed.sh
 set -uo pipefail
 source tools/gpu_build.sh test_gpu megaserve || exit 1
@@ -42,3 +48,13 @@ if [ "${MK_FULL:-0}" = 1 ]; then
   echo "== MkNmcFull: exit $?"
   grep -E "^\[mk nmc\]|Failure|^\[  (FAILED|PASSED) " "$OUT/mk_full.log" | head -20
 fi
+for exp in ${MK_EXPERIMENTS:-}; do
+  MEGASERVE_MK_EXPERIMENTS=$exp timeout 200 $T --gtest_filter="*MkVsVm*:MkDemo.*" > "$OUT/mk_tests_$exp.log" 2>&1
+  rc=$?
+  echo "== experiments $exp: megakernel tests exit $rc"
+  grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/mk_tests_$exp.log" | head -10
+  [ $rc = 0 ] || continue
+  timeout 200 $M bench decode --random nmc-full --decode-backend megakernel --mk-experiments "$exp" --batch "$B" \
+    --context "$C" --json "$OUT/bench_exp_$exp.json" 2>&1 | tail -4
+done
+(cd "$OUT" && tar czf mk_speed.tgz --remove-files $(ls | grep -v '^mk_speed.tgz$'))

@@ -108,6 +108,8 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
            "megakernel, parallel blocks: each SM runs its O-projection tiles before its expert tiles (list-order A/B; "
            "the default takes the expert tiles first)",
            "", true)
+      .add("mk-experiments",
+           "megakernel: kernel variants to time against the default, comma-separated (claim_near, route_nofence)", "")
       .add("timeline", "megakernel: also write one step's per-instruction times (first batch and context) as JSON", "");
   if (int rc = parse_bench_flags(f, args, "bench decode"); rc >= 0) return rc;
   std::vector<std::string> path_names;
@@ -138,6 +140,8 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
     if (!p.is_ok()) return fail(invalid_argument("flag --decode-backend: " + p.status().message()));
     paths.push_back(*p);
   }
+  auto experiments = gpu::parse_mk_experiments(f.str("mk-experiments"));
+  if (!experiments.is_ok()) return fail(invalid_argument("flag --mk-experiments: " + experiments.status().message()));
   if (!gpu::has_gpu()) return fail(unavailable("bench decode needs a CUDA GPU; none is available"));
   int max_b = 1, max_c = 1;
   for (int64_t b : *batches) max_b = std::max<int>(max_b, static_cast<int>(b));
@@ -151,6 +155,7 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
   o.mk.watchdog_ms = *watchdog;
   o.mk.barrier_between_phases = f.boolean("barrier-ablation");
   o.mk.claims_before_oproj = !f.boolean("mk-oproj-before-claims");
+  o.mk.experiments = *experiments;
   o.mk.record_timeline = !f.str("timeline").empty();
   auto backend = make_bench_backend(f, "bench decode", static_cast<uint64_t>(*seed), o,
                                     [&](const ModelConfig& cfg, int bs) {

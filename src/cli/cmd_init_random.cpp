@@ -13,6 +13,9 @@ int cmd_init_random(const std::vector<std::string>& args) {
       .add("size", "tiny | full (full nmc = the exact North Mini Code shape, ~61 GB)", "tiny")
       .add("seed", "random seed", "0")
       .add("vocab", "override the vocabulary size (e.g. to match a tokenizer)", "")
+      .add("layers", "keep only the first N layers of the shape (a cut of the full shape, e.g. to time loading from a disk "
+                     "too small for all of it)",
+           "")
       .add("stddev", "standard deviation of matrix entries", "0.02")
       .add("out", "output directory", "");
   if (Status s = f.parse(args); !s.is_ok()) {
@@ -42,6 +45,12 @@ int cmd_init_random(const std::vector<std::string>& args) {
     cfg->vocab_size = static_cast<int>(*v);
     for (int& e : cfg->eos_ids) e %= cfg->vocab_size;
     if (cfg->bos_id >= 0) cfg->bos_id %= cfg->vocab_size;
+  }
+  if (f.has("layers")) {
+    auto n = f.integer("layers", 1, cfg->n_layers);
+    if (!n.is_ok()) return fail(n.status());
+    cfg->n_layers = static_cast<int>(*n);
+    cfg->layers.resize(static_cast<size_t>(*n));
   }
   std::fprintf(stderr, "init-random: %s\n", cfg->summary().c_str());
   InitRandomOptions opt;

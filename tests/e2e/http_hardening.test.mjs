@@ -61,7 +61,7 @@ describe('slow clients and connection limits', () => {
   });
   after(async () => { await srv.stop(); });
 
-  test('200 clients trickling header bytes: /health answers every probe within 100 ms, generation works', async () => {
+  test('200 clients trickling header bytes: /health answers every probe within 500 ms, generation works', async () => {
     const socks = [];
     for (let i = 0; i < 200; i++) {
       const s = net.connect(srv.port, '127.0.0.1');
@@ -86,7 +86,10 @@ describe('slow clients and connection limits', () => {
     latencies.sort((a, b) => a - b);
     const worst = latencies[latencies.length - 1];
     console.log(`slow clients: ${latencies.length} /health probes, p50 ${latencies[latencies.length >> 1].toFixed(1)} ms, max ${worst.toFixed(1)} ms`);
-    assert.ok(worst < 100, `slowest /health probe took ${worst} ms`);
+    // Starved by the slow clients, a probe would wait for the 3 s head
+    // deadline or time out; 500 ms leaves room for a 2-core CI machine's
+    // scheduling (one probe took 122 ms while a compile ran beside the test).
+    assert.ok(worst < 500, `slowest /health probe took ${worst} ms`);
     // The head deadline (3 s) drops them with a 408.
     const closed = await Promise.all(socks.map((s) => new Promise((resolve) => {
       let out = '';

@@ -799,5 +799,25 @@ TEST(MkNmcFull, TeacherForcedAgainstTheLayeredExecutor) {
     }
 }
 
+// The experiment names of bench decode --mk-experiments and
+// MEGASERVE_MK_EXPERIMENTS (no device needed).
+TEST(MkExperiments, NamesParseAndUnknownOnesAreNamed) {
+  auto none = parse_mk_experiments("");
+  ASSERT_TRUE(none.is_ok());
+  EXPECT_EQ(*none, 0u);
+  EXPECT_EQ(mk_experiment_names(0), "none");
+  auto both = parse_mk_experiments("route_nofence,claim_near");
+  ASSERT_TRUE(both.is_ok()) << both.status().to_string();
+  EXPECT_EQ(*both, mk::kExpClaimNear | mk::kExpRouteNoFence);
+  EXPECT_EQ(mk_experiment_names(*both), "claim_near,route_nofence");
+  auto one = parse_mk_experiments(",claim_near,");
+  ASSERT_TRUE(one.is_ok());
+  EXPECT_EQ(*one, uint32_t(mk::kExpClaimNear));
+  auto bad = parse_mk_experiments("claim_near,fast");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("'fast'"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("claim_near"), std::string::npos) << bad.status().message();
+}
+
 }  // namespace
 }  // namespace ms::gpu::test

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -62,8 +63,48 @@ Result<std::unique_ptr<MkExecutor>> MkExecutor::create(DeviceModel& model, cudaS
   return e;
 }
 
+namespace {
+constexpr std::pair<const char*, uint32_t> kExperiments[] = {
+    {"claim_near", mk::kExpClaimNear}, {"route_nofence", mk::kExpRouteNoFence}};
+}  // namespace
+
+Result<uint32_t> parse_mk_experiments(const std::string& names) {
+  uint32_t bits = 0;
+  size_t at = 0;
+  while (at <= names.size()) {
+    const size_t end = std::min(names.find(',', at), names.size());
+    const std::string name = names.substr(at, end - at);
+    if (!name.empty()) {
+      uint32_t bit = 0;
+      for (const auto& [n, b] : kExperiments)
+        if (name == n) bit = b;
+      if (!bit) {
+        std::string known;
+        for (const auto& [n, b] : kExperiments) known += std::string(known.empty() ? "" : ", ") + n;
+        return invalid_argument("unknown megakernel experiment '" + name + "' (known: " + known + ")");
+      }
+      bits |= bit;
+    }
+    at = end + 1;
+  }
+  return bits;
+}
+
+std::string mk_experiment_names(uint32_t bits) {
+  std::string s;
+  for (const auto& [n, b] : kExperiments)
+    if (bits & b) s += std::string(s.empty() ? "" : ",") + n;
+  return s.empty() ? "none" : s;
+}
+
 Status MkExecutor::init(const MkOptions& opt) {
   opt_ = opt;
+  if (const char* env = std::getenv("MEGASERVE_MK_EXPERIMENTS")) {
+    auto bits = parse_mk_experiments(env);
+    if (!bits.is_ok()) return invalid_argument("MEGASERVE_MK_EXPERIMENTS: " + bits.status().message());
+    opt_.experiments |= *bits;
+  }
+  if (opt_.experiments) MS_LOG(Info) << "megakernel: experiments " << mk_experiment_names(opt_.experiments);
   dims_ = ::ms::mk::make_dims(cfg_, model_.block_size());
   MS_ASSIGN_OR_RETURN(DeviceInfo info, device_info());
   n_sm_ = opt_.n_sm > 0 ? std::min(opt_.n_sm, info.sm_count) : info.sm_count;
@@ -156,6 +197,7 @@ Status MkExecutor::init(const MkOptions& opt) {
   p.shared_act = shared_act_.get();
   p.shared_part = shared_part_.get();
   p.logits = logits_.get();
+  p.experiments = opt_.experiments;
   p.watchdog_ns = uint64_t(std::max<int64_t>(opt_.watchdog_ms, 0)) * 1000000ull;
   p.error = reinterpret_cast<mk::MkError*>(errbuf_.get());
   p.abort_flag = errbuf_.get() + sizeof(mk::MkError) / 4;

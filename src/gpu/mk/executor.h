@@ -43,7 +43,16 @@ struct MkOptions {
   bool plant_stuck_wait = false;
   // Debug (tests): keep every MoE layer's expert ids and router logits.
   bool record_routing = false;
+  // Kernel variants under measurement (mk::kExp* bits; parse_mk_experiments).
+  // The environment's MEGASERVE_MK_EXPERIMENTS adds to them (the GPU tests
+  // run under it to check a variant's correctness).
+  uint32_t experiments = 0;
 };
+
+// "claim_near,route_nofence" (any subset, comma-separated; empty:
+// none) -> mk::kExp* bits; an unknown name is an error that names it.
+Result<uint32_t> parse_mk_experiments(const std::string& names);
+std::string mk_experiment_names(uint32_t bits);
 
 class MkExecutor {
  public:

@@ -113,6 +113,27 @@ class Loader {
     }
   }
 
+  // Lane 0: until the consumers have started instruction `at` or a later
+  // one. They get there without this warp (everything before the claim loop
+  // is issued); false when the step is abandoned, or after twice the
+  // watchdog (reported).
+  __device__ bool wait_consumers(int32_t at) {
+    const volatile int32_t* ci = &s_.consumer_instr;
+    if (*ci >= at) return true;
+    const uint64_t t0 = global_timer();
+    for (uint32_t it = 0;; ++it) {
+      __nanosleep(64);
+      if (*ci >= at) return true;
+      if ((it & 63) == 63) {
+        if (aborted(p_)) return false;
+        if (p_.watchdog_ns && global_timer() - t0 > 2 * p_.watchdog_ns) {
+          report(p_, kErrStageTimeout, at_, 0xffffffffu, *ci, at, 1);
+          return false;
+        }
+      }
+    }
+  }
+
   // Waits for a free stage (lane 0) and broadcasts whether the step goes on.
   __device__ bool acquire(int st) {
     int ok = 1;
@@ -208,6 +229,15 @@ class Loader {
     // round trip per tile).
     for (int i = lane_; i < min(n_active, kMaxSelections); i += 32) s_.loader_expert[i] = __ldcg(p_.plan + 1 + i);
     __syncwarp();
+    // Experiment claim_near: no tile is taken while the consumers are more
+    // than one instruction behind (they would hold it, and with it every
+    // wait on its slot, until they get here).
+    if (p_.experiments & kExpClaimNear) {
+      int near = 1;
+      if (lane_ == 0) near = wait_consumers(static_cast<int32_t>(instr_) - 1) ? 1 : 0;
+      ok_ = __shfl_sync(0xffffffffu, near, 0) != 0;
+      if (!ok_) return;
+    }
     // One claim ahead: the next tile's atomic is in flight while this one's
     // copies are issued (a claimed tile is always loaded: the loop only ends
     // on an empty queue, with no claim pending, or at max_claims, where none

@@ -21,7 +21,7 @@
 namespace ms::gpu::mk {
 namespace {
 
-__device__ bool execute(Ctx& c, const Instruction& in) {
+__device__ __forceinline__ bool execute(Ctx& c, const Instruction& in) {
   switch (in.op) {
     case Opcode::kNorm:
     case Opcode::kFinalNorm:
@@ -51,7 +51,7 @@ __device__ bool execute(Ctx& c, const Instruction& in) {
   return false;
 }
 
-__device__ void consumer_main(const Params& p, Smem& s) {
+__device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
   Ctx c(p, s);
   const uint32_t b = p.sm_begin[blockIdx.x], e = p.sm_begin[blockIdx.x + 1];
   for (uint32_t i = b; i < e; ++i) {
@@ -61,6 +61,7 @@ __device__ void consumer_main(const Params& p, Smem& s) {
     // round trip).
     if (i + 1 < e) prefetch_l1(p.instrs + i + 1);
     c.at = site_of(i - b, in);
+    if (c.tid() == 0) *reinterpret_cast<volatile int32_t*>(&s.consumer_instr) = static_cast<int32_t>(i - b);
     c.t_data = 0;
     const uint64_t t_start = (p.timeline && c.tid() == 0) ? global_timer() : 0;
     const bool claims = in.op == Opcode::kExpertGateUp || in.op == Opcode::kExpertDown;
@@ -91,6 +92,7 @@ __global__ void __launch_bounds__(kThreads, 1) megakernel(const __grid_constant_
   extern __shared__ unsigned char smem_raw[];
   Smem& s = smem_of(smem_raw);
   if (threadIdx.x == 0) {
+    s.consumer_instr = -1;
     for (int i = 0; i < kStages; ++i) {
       mbar_init(&s.full[i], 1);
       mbar_init(&s.empty[i], kConsumerWarps);

@@ -70,6 +70,20 @@ struct TimelineEntry {
 };
 static_assert(sizeof(TimelineEntry) == 48);
 
+// Kernel variants under measurement (bench decode --mk-experiments, or the
+// environment's MEGASERVE_MK_EXPERIMENTS for the GPU tests): each is an A/B
+// against the default code path, kept until the numbers decide it.
+enum MkExperiment : uint32_t {
+  // The loader takes a claim loop's first tile only once the consumers have
+  // reached the instruction before the loop, so an SM whose consumers are
+  // still in attention does not hold expert tiles the others wait for.
+  kExpClaimNear = 1u << 0,
+  // The route publishes the routed-expert count and its down-done
+  // adjustment without a fence of their own (the route's release signal
+  // orders both).
+  kExpRouteNoFence = 1u << 2,
+};
+
 struct Params {
   // Instruction lists: SM s runs instrs[sm_begin[s], sm_begin[s + 1]).
   const Instruction* instrs = nullptr;
@@ -115,6 +129,9 @@ struct Params {
   uint16_t* shared_act = nullptr;   // (R, S) bf16
   float* shared_part = nullptr;     // (down_slices(S), R, H)
   float* logits = nullptr;          // (R, V)
+  // Variants of the kernel being measured against the default (kExp* bits,
+  // MkOptions::experiments): off unless asked for.
+  uint32_t experiments = 0;
   // Watchdog and diagnostics.
   uint64_t watchdog_ns = 0;
   MkError* error = nullptr;

@@ -72,7 +72,7 @@ struct Smem {
   int32_t flag;          // consumer broadcast (abort, skip)
   int32_t claim_fail;    // a claim loop's up-front waits: some thread's wait was abandoned
   int32_t claim_slots;   // the claim loop's layer: routed expert slots (load_claim_plan)
-  int32_t reserved;
+  int32_t consumer_instr;  // the consumers' current instruction (thread 0 writes it; the loader reads it)
   // A claim loop's finished tiles per expert slot (gate/up) or in all (down,
   // entry 0), signalled together when the loop ends.
   int32_t claim_tally[kMaxSelections];

@@ -226,8 +226,16 @@ __device__ __forceinline__ bool op_route(Ctx& c, const Instruction& in) {
   consumer_sync();
   if (c.tid() == 0 && !c.drain) {
     p.counters[p.ctr.n_active(in.layer)] = uint32_t(n_active);
-    __threadfence();
-    atomicAdd(p.counters + p.ctr.down_done(in.layer), uint32_t(1 - n_active * ::ms::mk::expert_down_tiles(d)));
+    const uint32_t adjust = uint32_t(1 - n_active * ::ms::mk::expert_down_tiles(d));
+    if (p.experiments & kExpRouteNoFence) {
+      // The route's release signal (after this instruction) orders the store
+      // and the add before any wait on the route; the down tiles add only
+      // after acquiring it, and the next norm needs all of them.
+      red_relaxed_add(p.counters + p.ctr.down_done(in.layer), adjust);
+    } else {
+      __threadfence();
+      atomicAdd(p.counters + p.ctr.down_done(in.layer), adjust);
+    }
   }
   return true;
 }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The megakernel must not use local memory on its hot paths: compiles
+# src/gpu/mk/megakernel.cu for sm_90a with ptxas -v and fails when the kernel
+# spills or its stack frame exceeds MAX_FRAME bytes (default 32: sinf/cosf's
+# slow-path scratch). A 208-byte frame (the consumer state in local memory)
+# cost the kernel a third of its speed once (docs/megakernel.md, round 3).
+#   tools/check_mk_ptxas.sh [NVCC]          (a ctest on machines with nvcc)
+set -uo pipefail
+NVCC=${1:-${NVCC:-/usr/local/cuda/bin/nvcc}}
+MAX_FRAME=${MAX_FRAME:-32}
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$NVCC" -DMEGASERVE_WITH_CUDA=1 -I"$root/src" --expt-relaxed-constexpr -O3 \
+  --generate-code=arch=compute_90a,code=sm_90a -std=c++20 -x cu -c "$root/src/gpu/mk/megakernel.cu" \
+  -o "$out/mk.o" -Xptxas -v > "$out/ptxas.log" 2>&1 || { cat "$out/ptxas.log"; exit 1; }
+# The entry's "Function properties" block: "<F> bytes stack frame, <S> bytes spill stores, <L> bytes spill loads".
+line=$(grep -A1 "Function properties for .*megakernel.*Params" "$out/ptxas.log" | grep "stack frame" | head -1)
+[ -n "$line" ] || { echo "check_mk_ptxas: no function properties for the megakernel in:"; cat "$out/ptxas.log"; exit 1; }
+frame=$(echo "$line" | sed -E 's/^ *([0-9]+) bytes stack frame.*/\1/')
+stores=$(echo "$line" | sed -E 's/.* ([0-9]+) bytes spill stores.*/\1/')
+loads=$(echo "$line" | sed -E 's/.* ([0-9]+) bytes spill loads.*/\1/')
+others=$(grep -c "Function properties for" "$out/ptxas.log")
+echo "megakernel: ${frame}-byte stack frame, ${stores} / ${loads} bytes of spill stores / loads; $others function(s)"
+rc=0
+[ "$stores" = 0 ] && [ "$loads" = 0 ] || { echo "FAIL: the megakernel spills"; rc=1; }
+[ "$frame" -le "$MAX_FRAME" ] || { echo "FAIL: stack frame above $MAX_FRAME bytes"; rc=1; }
+# A device function the inliner left out is called with its state in local memory.
+[ "$others" = 1 ] || { echo "FAIL: functions not inlined into the kernel:"; grep "Function properties for" "$out/ptxas.log"; rc=1; }
+exit $rc
