@@ -112,7 +112,9 @@ enum InstrFlags : uint16_t {
   // and activation buffers of the shared expert, not the dense FFN's).
   kFlagShared = 1u << 1,
   // kExpertDown: wait[1].counter is the base of the per-expert "gate/up
-  // done" counters; each claimed tile waits on base + its expert slot.
+  // done" counters; a claimed tile needs base + its expert slot. The kernel
+  // waits on base + every routed slot before the loop's first tile
+  // (stricter); the execution model (machine.cpp) checks the per-tile need.
   kFlagWait1PlusSlot = 1u << 2,
 };
 

@@ -291,8 +291,10 @@ __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int t
 // slot's gate/up tiles are done (thread t < n_active polls slot t: one round
 // trip for all, instead of one per tile). The gate/up loops do not depend on
 // the down loops and come first in every SM's list, so this cannot wait on
-// itself; their tiles end within about one tile of each other, so waiting
-// for all slots costs little against the per-tile waits it replaces.
+// itself. Measured (docs/megakernel.md, round 3): a win at bs 8 (~35 tiles per
+// loop); at bs 1 it waits ~14 us for SMs whose loader claimed a gate/up tile
+// while their consumers were still in attention (experiment claim_near).
+// Relies on kFlagWait1PlusSlot, which the schedule sets on every down claim.
 __device__ __forceinline__ void wait_all_slots(Ctx& c, const Instruction& in) {
   const Params& p = c.p;
   const int na = c.s.claim_slots;  // load_claim_plan's barrier made it visible
