@@ -5,56 +5,74 @@
 #   2. the megakernel against the CPU interpreter on every family's minis,
 #      the demo model against HF, determinism, timeline, watchdog (stops here
 #      when one fails);
-#   3. `bench decode` on the full NMC shape, layered and megakernel side by
-#      side, at MK_BATCHES x MK_CONTEXTS (default 1,8 x 8K), JSON in $OUT, and
-#      the megakernel again with --mk-oproj-before-claims (the list-order A/B);
-#   4. a timeline of one step (first batch and context) in a second run (so
-#      its recording does not slow the timed one), its per-opcode summary
-#      (tools/plot_timeline.py --summary) and the SVG of layers 2-3;
-#   5. MK_FULL=1: the full-shape teacher-forced test against the layered path;
-#   6. MK_EXPERIMENTS="claim_near route_nofence claim_near,route_nofence": each
-#      set of kernel variants (bench decode --mk-experiments) checked first
-#      (MkVsVm and MkDemo under MEGASERVE_MK_EXPERIMENTS) and then timed at the
-#      same points, JSON in $OUT/bench_exp_<set>.json.
+#   3. MK_CHECK="spec spec ...": each variant (a bench decode --mk-variants
+#      spec, e.g. "claim_near,l2_claims,order=oproj_between") checked the same
+#      way under MEGASERVE_MK_EXPERIMENTS (MkVsVm and MkDemo); a variant that
+#      fails is reported and left out of the bench;
+#   4. `bench decode` on the full NMC shape in one process: the layered path
+#      and the megakernel in every variant of MK_VARIANTS (';'-separated,
+#      default "default") at MK_BATCHES x MK_CONTEXTS (default 1,8 x 8K),
+#      JSON in $OUT/bench.json;
+#   5. a timeline of one step (first batch and context) for each variant of
+#      MK_TIMELINE (space-separated, default "default"), each in a run of its
+#      own (so the recording does not slow the timed one), its per-opcode
+#      summary (tools/plot_timeline.py --summary) and the SVG of layers 2-3;
+#   6. MK_FULL=1: the full-shape teacher-forced test against the layered path
+#      (under MK_FULL_VARIANT, default "default").
 # The device tool returns at most 8 files: everything in $OUT ends up in
-# $OUT/mk_speed.tgz.
+# $OUT/mk_speed.tgz, with bench.json, the table and the first timeline's
+# summary and picture also beside it.
 # Usage on the device machine, from the repo root: OUT=/dir tools/mk_speed.sh
 set -uo pipefail
 source tools/gpu_build.sh test_gpu megaserve || exit 1
 T=build-gpu/test_gpu
 M=build-gpu/megaserve
+t0=$SECONDS
 timeout 400 $T --gtest_filter="*MkVsVm*:MkDemo.*:MkDeterminism.*:MkTimeline.*:MkWatchdog.*" > "$OUT/mk_tests.log" 2>&1
 rc=$?
-echo "== megakernel tests: exit $rc"
+echo "== megakernel tests: exit $rc ($((SECONDS - t0)) s)"
 grep -E "^\[  (FAILED|PASSED) |buffer |Failure" "$OUT/mk_tests.log" | head -30
 [ $rc = 0 ] || exit 1
+variants=${MK_VARIANTS:-default}
+i=0
+for v in ${MK_CHECK:-}; do
+  i=$((i + 1))
+  t0=$SECONDS
+  MEGASERVE_MK_EXPERIMENTS=$v timeout 300 $T --gtest_filter="*MkVsVm*:MkDemo.*" > "$OUT/mk_tests_v$i.log" 2>&1
+  rc=$?
+  echo "== variant $v: megakernel tests exit $rc ($((SECONDS - t0)) s)"
+  grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/mk_tests_v$i.log" | head -10
+  if [ $rc != 0 ]; then
+    # Leave every variant that contains this failing spec out of the bench.
+    variants=$(echo "$variants" | tr ';' '\n' | grep -vxF -- "$v" | paste -sd ';')
+    echo "== variant $v left out of the bench"
+  fi
+done
 B=${MK_BATCHES:-1,8}
 C=${MK_CONTEXTS:-8K}
-timeout 300 $M bench decode --random nmc-full --batch "$B" --context "$C" --json "$OUT/bench.json" 2>&1 | tail -12
-# The list-order A/B (the O-projection before the claims in parallel blocks).
-timeout 200 $M bench decode --random nmc-full --decode-backend megakernel --mk-oproj-before-claims --batch "$B" \
-  --context "$C" --json "$OUT/bench_oproj_before_claims.json" 2>&1 | tail -6
+t0=$SECONDS
+timeout 400 $M bench decode --random nmc-full --batch "$B" --context "$C" --mk-variants "$variants" \
+  --json "$OUT/bench.json" 2> "$OUT/bench.log" | tee "$OUT/bench_table.txt"
+echo "== bench: $((SECONDS - t0)) s"
 first_b=${B%%,*}
 first_c=${C%%,*}
-timeout 200 $M bench decode --random nmc-full --decode-backend megakernel --batch "$first_b" --context "$first_c" \
-  --timeline "$OUT/timeline.json" > "$OUT/timeline_run.log" 2>&1 || tail -5 "$OUT/timeline_run.log"
-if [ -f "$OUT/timeline.json" ]; then
-  python3 tools/plot_timeline.py --summary "$OUT/timeline.json" 2-3 | tee "$OUT/timeline_summary.txt"
-  python3 tools/plot_timeline.py "$OUT/timeline.json" "$OUT/timeline-layers2-3.svg" 2-3
-  gzip -f "$OUT/timeline.json"
-fi
+i=0
+for v in ${MK_TIMELINE:-default}; do
+  i=$((i + 1))
+  timeout 200 $M bench decode --random nmc-full --decode-backend megakernel --batch "$first_b" --context "$first_c" \
+    --mk-variants "$v" --timeline "$OUT/timeline$i.json" > "$OUT/timeline_run$i.log" 2>&1 ||
+    tail -5 "$OUT/timeline_run$i.log"
+  if [ -f "$OUT/timeline$i.json" ]; then
+    echo "== timeline $i ($v), layers 2-3:"
+    python3 tools/plot_timeline.py --summary "$OUT/timeline$i.json" 2-3 | tee "$OUT/timeline_summary$i.txt"
+    python3 tools/plot_timeline.py "$OUT/timeline$i.json" "$OUT/timeline$i-layers2-3.svg" 2-3
+    gzip -f "$OUT/timeline$i.json"
+  fi
+done
 if [ "${MK_FULL:-0}" = 1 ]; then
-  timeout 300 $T --gtest_filter="MkNmcFull.*" > "$OUT/mk_full.log" 2>&1
-  echo "== MkNmcFull: exit $?"
+  MEGASERVE_MK_EXPERIMENTS=${MK_FULL_VARIANT:-default} timeout 300 $T --gtest_filter="MkNmcFull.*" > "$OUT/mk_full.log" 2>&1
+  echo "== MkNmcFull (${MK_FULL_VARIANT:-default}): exit $?"
   grep -E "^\[mk nmc\]|Failure|^\[  (FAILED|PASSED) " "$OUT/mk_full.log" | head -20
 fi
-for exp in ${MK_EXPERIMENTS:-}; do
-  MEGASERVE_MK_EXPERIMENTS=$exp timeout 200 $T --gtest_filter="*MkVsVm*:MkDemo.*" > "$OUT/mk_tests_$exp.log" 2>&1
-  rc=$?
-  echo "== experiments $exp: megakernel tests exit $rc"
-  grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/mk_tests_$exp.log" | head -10
-  [ $rc = 0 ] || continue
-  timeout 200 $M bench decode --random nmc-full --decode-backend megakernel --mk-experiments "$exp" --batch "$B" \
-    --context "$C" --json "$OUT/bench_exp_$exp.json" 2>&1 | tail -4
-done
-(cd "$OUT" && tar czf mk_speed.tgz --remove-files $(ls | grep -v '^mk_speed.tgz$'))
+(cd "$OUT" && tar czf mk_speed.tgz $(ls | grep -v '^mk_speed.tgz$') &&
+  ls | grep -vE '^(mk_speed.tgz|bench.json|bench_table.txt|timeline_summary1.txt|timeline1-layers2-3.svg)$' | xargs rm -rf)

@@ -107,6 +107,33 @@ def summary(src, layers=None):
         led = [i for i in v if i.get("issue_ns") is not None]
         lead = median([i["ready_ns"] - i["issue_ns"] for i in led]) if led else None
         print(f"{op:16} {len(v):6d} {fmt(span):>9} {fmt(wait):>7} {fmt(to_data):>8} {fmt(rest):>7} {fmt(lead):>7}")
+    phases(ins)
+
+
+def phases(ins):
+    """Per layer, when each opcode's first instruction started and its last
+    ended, relative to the layer's first norm start (us): the critical path
+    of a layer in one table (norm -> router -> route -> claims, and the
+    attention chain beside it)."""
+    layers = sorted({i["layer"] for i in ins})
+    for layer in layers:
+        v = [i for i in ins if i["layer"] == layer]
+        norms = [i for i in v if i["op"] == "norm"]
+        if not norms:
+            continue
+        t0 = min(i["start_ns"] for i in norms)
+        nxt = [i for i in ins if i["layer"] == layer + 1 and i["op"] in ("norm", "final_norm")]
+        span = (min(i["start_ns"] for i in nxt) - t0) / 1000 if nxt else None
+        print(f"layer {layer}: first norm start -> next layer's norm start "
+              f"{'-' if span is None else f'{span:.1f}'} us; per opcode: first start / first ready / last end (us)")
+        by_op = {}
+        for i in v:
+            by_op.setdefault(i["op"], []).append(i)
+        for op, w in sorted(by_op.items(), key=lambda kv: max(i["end_ns"] for i in kv[1])):
+            a = (min(i["start_ns"] for i in w) - t0) / 1000
+            r = (min(i["ready_ns"] for i in w) - t0) / 1000
+            e = (max(i["end_ns"] for i in w) - t0) / 1000
+            print(f"  {op:16} {a:7.1f} {r:7.1f} {e:7.1f}")
 
 
 if __name__ == "__main__":

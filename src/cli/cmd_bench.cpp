@@ -104,12 +104,11 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
       .add("watchdog-ms", "megakernel: a dependency wait longer than this abandons the step", "2000")
       .add("barrier-ablation", "megakernel: grid-wide barriers between the phases of every layer (ablation)", "",
            true)
-      .add("mk-oproj-before-claims",
-           "megakernel, parallel blocks: each SM runs its O-projection tiles before its expert tiles (list-order A/B; "
-           "the default takes the expert tiles first)",
-           "", true)
-      .add("mk-experiments",
-           "megakernel: kernel variants to time against the default, comma-separated (claim_near, route_nofence)", "")
+      .add("mk-variants",
+           "megakernel: variants timed one after another in this process, ';'-separated; each 'default' or "
+           "comma-separated experiments (claim_near, route_nofence, l2_static, l2_claims) and settings "
+           "(order=oproj_first|claims_first|oproj_between, l2_static_kb=N, l2_claim_kb=N)",
+           "")
       .add("timeline", "megakernel: also write one step's per-instruction times (first batch and context) as JSON", "");
   if (int rc = parse_bench_flags(f, args, "bench decode"); rc >= 0) return rc;
   std::vector<std::string> path_names;
@@ -140,8 +139,15 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
     if (!p.is_ok()) return fail(invalid_argument("flag --decode-backend: " + p.status().message()));
     paths.push_back(*p);
   }
-  auto experiments = gpu::parse_mk_experiments(f.str("mk-experiments"));
-  if (!experiments.is_ok()) return fail(invalid_argument("flag --mk-experiments: " + experiments.status().message()));
+  std::vector<gpu::MkTuning> variants;
+  for (size_t at = 0; !f.str("mk-variants").empty() && at <= f.str("mk-variants").size();) {
+    const std::string& all = f.str("mk-variants");
+    const size_t semi = std::min(all.find(';', at), all.size());
+    auto t = gpu::parse_mk_tuning(all.substr(at, semi - at));
+    if (!t.is_ok()) return fail(invalid_argument("flag --mk-variants: " + t.status().message()));
+    variants.push_back(*t);
+    at = semi + 1;
+  }
   if (!gpu::has_gpu()) return fail(unavailable("bench decode needs a CUDA GPU; none is available"));
   int max_b = 1, max_c = 1;
   for (int64_t b : *batches) max_b = std::max<int>(max_b, static_cast<int>(b));
@@ -154,8 +160,7 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
     if (p == gpu::DecodePath::kMegakernel) o.decode = p;  // the executor is created; each row picks its path
   o.mk.watchdog_ms = *watchdog;
   o.mk.barrier_between_phases = f.boolean("barrier-ablation");
-  o.mk.claims_before_oproj = !f.boolean("mk-oproj-before-claims");
-  o.mk.experiments = *experiments;
+  if (!variants.empty()) o.mk.tuning = variants[0];
   o.mk.record_timeline = !f.str("timeline").empty();
   auto backend = make_bench_backend(f, "bench decode", static_cast<uint64_t>(*seed), o,
                                     [&](const ModelConfig& cfg, int bs) {
@@ -171,6 +176,7 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
   bo.iters = static_cast<int>(*iters);
   bo.warmup = static_cast<int>(*warmup);
   bo.seed = static_cast<uint64_t>(*seed);
+  bo.mk_variants = variants;
   auto r = gpu::bench_decode(**backend, bo);
   if (!r.is_ok()) return fail(r.status());
   std::printf("%s", gpu::bench_decode_table(*r).c_str());

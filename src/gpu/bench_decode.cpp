@@ -88,17 +88,30 @@ Result<BenchDecodeResult> bench_decode(GpuBackend& backend, const BenchDecodeOpt
       std::vector<int> routed;
       if (s.is_ok()) s = backend.layered().enqueue_decode(work);
       if (s.is_ok()) s = backend.layered().routed_experts_per_layer(&routed);
+      // Each decode path once; the megakernel once per variant.
+      std::vector<std::pair<DecodePath, int>> runs;
       for (DecodePath path : opt.paths) {
+        if (path != DecodePath::kMegakernel || opt.mk_variants.empty()) {
+          runs.push_back({path, -1});
+        } else {
+          for (int v = 0; v < static_cast<int>(opt.mk_variants.size()); ++v) runs.push_back({path, v});
+        }
+      }
+      for (const auto& [path, variant] : runs) {
         BenchDecodeRow row;
         row.backend = decode_path_name(path);
         row.batch = batch;
         row.context = context;
+        MkExecutor* mk = backend.megakernel();
+        if (path == DecodePath::kMegakernel && mk) {
+          if (variant >= 0) MS_RETURN_IF_ERROR(mk->set_tuning(opt.mk_variants[variant]));
+          row.variant = mk_tuning_name(mk->options().tuning);
+        }
         if (!s.is_ok()) {
           row.skipped = s.to_string();
           res.rows.push_back(row);
           continue;
         }
-        MkExecutor* mk = backend.megakernel();
         if (path == DecodePath::kMegakernel && (!mk || !mk->accepts(work))) {
           row.skipped = mk ? "the megakernel does not take this batch" : "no megakernel executor for this model";
           res.rows.push_back(row);
@@ -161,8 +174,9 @@ Result<BenchDecodeResult> bench_decode(GpuBackend& backend, const BenchDecodeOpt
           row.sol_tok_per_s_probe = batch / (bytes / (res.probe_gbs * 1e9));
           row.pct_sol_probe = 100.0 * row.tok_per_s / row.sol_tok_per_s_probe;
         }
-        std::fprintf(stderr, "bench decode: %s batch %d context %d: %.3f ms/step, %.1f%% of nominal SoL\n",
-                     row.backend.c_str(), batch, context, row.ms_per_step, row.pct_sol_nominal);
+        std::fprintf(stderr, "bench decode: %s%s%s batch %d context %d: %.3f ms/step, %.1f%% of nominal SoL\n",
+                     row.backend.c_str(), row.variant.empty() ? "" : " ", row.variant.c_str(), batch, context,
+                     row.ms_per_step, row.pct_sol_nominal);
         res.rows.push_back(row);
       }
     }
@@ -213,6 +227,7 @@ std::string bench_decode_json(const BenchDecodeResult& r) {
   j["rows"] = nlohmann::json::array();
   for (const auto& x : r.rows)
     j["rows"].push_back({{"backend", x.backend},
+                         {"variant", x.variant},
                          {"batch", x.batch},
                          {"context", x.context},
                          {"ms_per_step", x.ms_per_step},
@@ -234,14 +249,15 @@ std::string bench_decode_table(const BenchDecodeResult& r) {
   std::snprintf(line, sizeof line, "%s: nominal %.0f GB/s, probe %.0f GB/s\n", r.device.c_str(), r.nominal_gbs,
                 r.probe_gbs);
   s += line;
-  s += "backend     batch context  ms/step    tok/s   GB/s  %SoL(nom) %SoL(probe)\n";
+  s += "backend     batch context  ms/step    tok/s   GB/s  %SoL(nom) %SoL(probe)  variant\n";
   for (const auto& x : r.rows) {
     if (!x.skipped.empty()) {
-      std::snprintf(line, sizeof line, "%-10s %5d %7d  skipped: %s\n", x.backend.c_str(), x.batch, x.context,
-                    x.skipped.c_str());
+      std::snprintf(line, sizeof line, "%-10s %5d %7d  skipped: %s  %s\n", x.backend.c_str(), x.batch, x.context,
+                    x.skipped.c_str(), x.variant.c_str());
     } else {
-      std::snprintf(line, sizeof line, "%-10s %5d %7d %8.3f %8.1f %6.0f %9.1f %10.1f\n", x.backend.c_str(), x.batch,
-                    x.context, x.ms_per_step, x.tok_per_s, x.achieved_gbs, x.pct_sol_nominal, x.pct_sol_probe);
+      std::snprintf(line, sizeof line, "%-10s %5d %7d %8.3f %8.1f %6.0f %9.1f %10.1f  %s\n", x.backend.c_str(),
+                    x.batch, x.context, x.ms_per_step, x.tok_per_s, x.achieved_gbs, x.pct_sol_nominal, x.pct_sol_probe,
+                    x.variant.c_str());
     }
     s += line;
   }

@@ -24,10 +24,13 @@ struct BenchDecodeOptions {
   bool probe = true;  // run the read-bandwidth probe
   uint64_t seed = 1;
   std::vector<DecodePath> paths = {DecodePath::kLayered};
+  // The megakernel is timed once per variant (empty: once, as created).
+  std::vector<MkTuning> mk_variants;
 };
 
 struct BenchDecodeRow {
   std::string backend;           // decode path: "layered" or "megakernel"
+  std::string variant;           // megakernel: mk_tuning_name of the variant timed
   int batch = 0, context = 0;
   double ms_per_step = 0;        // median
   double tok_per_s = 0;

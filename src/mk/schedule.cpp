@@ -156,26 +156,36 @@ class Builder {
   void build() {
     const int L = d_.n_layers;
     for (int l = 0; l < L; ++l) {
-      if (d_.parallel_block && opt_.claims_before_oproj) {
+      if (d_.parallel_block) {
         norm(l, /*second=*/false);
-        if (layers_[l].moe) router_route(l, ctr_.norm(l));
+        const bool moe = layers_[l].moe;
+        if (moe) router_route(l, ctr_.norm(l));
         attention_chain(l, /*with_oproj=*/false);
-        if (layers_[l].moe) claims(l);
-        oproj(l);
-        ffn_static(l, ctr_.norm(l));
-      } else if (d_.parallel_block) {
-        norm(l, /*second=*/false);
-        if (layers_[l].moe) router_route(l, ctr_.norm(l));
-        attention_chain(l);
-        ffn_static(l, ctr_.norm(l));
-        if (layers_[l].moe) claims(l);
+        switch (moe ? opt_.order : ListOrder::kOProjFirst) {
+          case ListOrder::kOProjFirst:
+            oproj(l);
+            ffn_static(l, ctr_.norm(l));
+            if (moe) claims(l, true, true);
+            break;
+          case ListOrder::kClaimsFirst:
+            claims(l, true, true);
+            oproj(l);
+            ffn_static(l, ctr_.norm(l));
+            break;
+          case ListOrder::kOProjBetween:
+            claims(l, true, false);
+            oproj(l);
+            ffn_static(l, ctr_.norm(l));
+            claims(l, false, true);
+            break;
+        }
       } else {
         norm(l, false);
         attention_chain(l);
         norm(l, /*second=*/true);
         if (layers_[l].moe) router_route(l, ctr_.norm2(l));
         ffn_static(l, ctr_.norm2(l));
-        if (layers_[l].moe) claims(l);
+        if (layers_[l].moe) claims(l, true, true);
       }
     }
     final_and_head();
@@ -307,31 +317,36 @@ class Builder {
     }
   }
 
-  void claims(int l) {
+  // The gate/up and / or the down claim instruction of layer l on every SM.
+  void claims(int l, bool gate_up, bool down) {
     const Dims& d = d_;
     const double n_exp = expected_experts(d, opt_.rows);
-    p_.begin_phase(l, kPGu);
     const double route_t = p_.ready(ctr_.route(l));
-    const double gu_done = p_.fill(route_t + p_.overhead(), n_exp * 2.0 * d.moe_ffn * d.hidden * 2);
-    for (int s = 0; s < opt_.n_sm; ++s) {
-      Instruction in = make(Opcode::kExpertGateUp, l);
-      in.claim.max_claims = s_->gu_claims;
-      in.wait[0] = {ctr_.route(l), 1};
-      in.signal[0] = ctr_.gu_done(l, 0);  // + slot, per tile
-      p_.place_on(s, in, 0);
+    if (gate_up) {
+      p_.begin_phase(l, kPGu);
+      gu_done_t_ = p_.fill(route_t + p_.overhead(), n_exp * 2.0 * d.moe_ffn * d.hidden * 2);
+      for (int s = 0; s < opt_.n_sm; ++s) {
+        Instruction in = make(Opcode::kExpertGateUp, l);
+        in.claim.max_claims = s_->gu_claims;
+        in.wait[0] = {ctr_.route(l), 1};
+        in.signal[0] = ctr_.gu_done(l, 0);  // + slot, per tile
+        p_.place_on(s, in, 0);
+      }
     }
-    p_.begin_phase(l, kPDown);
-    const double down_done = p_.fill(route_t + 2 * p_.overhead(), n_exp * double(d.hidden) * d.moe_ffn * 2);
-    for (int s = 0; s < opt_.n_sm; ++s) {
-      Instruction in = make(Opcode::kExpertDown, l);
-      in.claim.max_claims = s_->down_claims;
-      in.flags |= kFlagWait1PlusSlot;
-      in.wait[0] = {ctr_.route(l), 1};
-      in.wait[1] = {ctr_.gu_done(l, 0), expert_gu_tiles(d)};
-      in.signal[0] = ctr_.down_done(l);  // per tile
-      p_.place_on(s, in, 0);
+    if (down) {
+      p_.begin_phase(l, kPDown);
+      const double down_done = p_.fill(route_t + 2 * p_.overhead(), n_exp * double(d.hidden) * d.moe_ffn * 2);
+      for (int s = 0; s < opt_.n_sm; ++s) {
+        Instruction in = make(Opcode::kExpertDown, l);
+        in.claim.max_claims = s_->down_claims;
+        in.flags |= kFlagWait1PlusSlot;
+        in.wait[0] = {ctr_.route(l), 1};
+        in.wait[1] = {ctr_.gu_done(l, 0), expert_gu_tiles(d)};
+        in.signal[0] = ctr_.down_done(l);  // per tile
+        p_.place_on(s, in, 0);
+      }
+      p_.set_ready(ctr_.down_done(l), std::max(gu_done_t_, down_done));
     }
-    p_.set_ready(ctr_.down_done(l), std::max(gu_done, down_done));
   }
 
   void final_and_head() {
@@ -406,6 +421,7 @@ class Builder {
   const CounterLayout& ctr_;
   Placer p_;
   bool planted_ = false;
+  double gu_done_t_ = 0;  // cost model: when the last gate/up claims of the layer end
 };
 
 }  // namespace
@@ -429,6 +445,21 @@ const char* opcode_name(Opcode op) {
     case Opcode::kBarrier: return "barrier";
   }
   return "unknown";
+}
+
+const char* list_order_name(ListOrder o) {
+  switch (o) {
+    case ListOrder::kOProjFirst: return "oproj_first";
+    case ListOrder::kClaimsFirst: return "claims_first";
+    case ListOrder::kOProjBetween: return "oproj_between";
+  }
+  return "unknown";
+}
+
+Result<ListOrder> parse_list_order(const std::string& name) {
+  for (ListOrder o : {ListOrder::kOProjFirst, ListOrder::kClaimsFirst, ListOrder::kOProjBetween})
+    if (name == list_order_name(o)) return o;
+  return invalid_argument("unknown megakernel list order '" + name + "' (known: oproj_first, claims_first, oproj_between)");
 }
 
 int context_bucket(int keys) {

@@ -27,6 +27,26 @@
 
 namespace ms::mk {
 
+// The per-SM list order of a parallel-block MoE layer's second half.
+enum class ListOrder {
+  // O-projection tiles, then the gate/up and down claims (the first design).
+  kOProjFirst,
+  // Gate/up and down claims, then the O-projection: an SM whose attention
+  // split ends early takes expert tiles instead of waiting on the attention
+  // tail for its O tiles. Measured on the H200 at 04c5a7b (docs/megakernel.md,
+  // round 3): bs 1 / 8K 4.89 ms vs 5.29 ms with the O-projection first, bs 8 /
+  // 8K 16.30 vs 17.83.
+  kClaimsFirst,
+  // Gate/up claims, O-projection, down claims: the O tiles run while the
+  // down loop would wait for the last gate/up tiles (every down tile needs
+  // its expert's whole activation), instead of after the down loop, where the
+  // timeline at 46efb17 shows them as the layer's last ~15 us at bs 1.
+  kOProjBetween,
+};
+const char* list_order_name(ListOrder o);
+// "oproj_first" | "claims_first" | "oproj_between".
+Result<ListOrder> parse_list_order(const std::string& name);
+
 struct ScheduleOptions {
   int rows = 1;        // decode rows of the step, 1..kMaxRows
   int context = 1024;  // bucket: the longest key range (position + 1) of a row this schedule serves
@@ -38,14 +58,11 @@ struct ScheduleOptions {
   // Debug (watchdog test): the first kRoute (or the first norm of a dense
   // model) also waits on a counter nothing signals.
   bool plant_stuck_wait = false;
-  // Parallel blocks: the expert claims come before the O-projection in every
-  // SM's list, so an SM whose attention split ends early takes expert tiles
-  // instead of waiting on the attention tail for its O-projection tiles.
-  // Still deadlock-free: the claims depend only on the route and on each
-  // other, both earlier in the global order. Measured on the H200 at
-  // 04c5a7b (docs/megakernel.md, round 3): bs 1 / 8K 4.89 ms vs 5.29 ms with
-  // the O-projection first, bs 8 / 8K 16.30 vs 17.83; false is the A/B.
-  bool claims_before_oproj = true;
+  // Where each SM's O-projection tiles of a parallel-block layer go relative
+  // to its expert claims (ListOrder). Every order is deadlock-free: the
+  // claims depend only on the route and on each other, the O tiles on the
+  // attention chain, all earlier in the global order.
+  ListOrder order = ListOrder::kClaimsFirst;
   // Each claim instruction may take up to ceil(claim_factor x queue
   // capacity / n_sm) tiles, so SMs that are free early can take more than
   // their share.

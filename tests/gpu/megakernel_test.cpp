@@ -799,24 +799,46 @@ TEST(MkNmcFull, TeacherForcedAgainstTheLayeredExecutor) {
     }
 }
 
-// The experiment names of bench decode --mk-experiments and
+// The variant specs of bench decode --mk-variants and
 // MEGASERVE_MK_EXPERIMENTS (no device needed).
-TEST(MkExperiments, NamesParseAndUnknownOnesAreNamed) {
-  auto none = parse_mk_experiments("");
-  ASSERT_TRUE(none.is_ok());
-  EXPECT_EQ(*none, 0u);
-  EXPECT_EQ(mk_experiment_names(0), "none");
-  auto both = parse_mk_experiments("route_nofence,claim_near");
+TEST(MkTuningSpec, ParsesRoundTripsAndNamesUnknownTokens) {
+  for (const char* def : {"", "default"}) {
+    auto t = parse_mk_tuning(def);
+    ASSERT_TRUE(t.is_ok());
+    EXPECT_TRUE(*t == MkTuning{});
+  }
+  EXPECT_EQ(mk_tuning_name(MkTuning{}), "default");
+  auto both = parse_mk_tuning("route_nofence,claim_near");
   ASSERT_TRUE(both.is_ok()) << both.status().to_string();
-  EXPECT_EQ(*both, mk::kExpClaimNear | mk::kExpRouteNoFence);
-  EXPECT_EQ(mk_experiment_names(*both), "claim_near,route_nofence");
-  auto one = parse_mk_experiments(",claim_near,");
+  EXPECT_EQ(both->experiments, mk::kExpClaimNear | mk::kExpRouteNoFence);
+  EXPECT_EQ(mk_tuning_name(*both), "claim_near,route_nofence");
+  auto one = parse_mk_tuning(",claim_near,");
   ASSERT_TRUE(one.is_ok());
-  EXPECT_EQ(*one, uint32_t(mk::kExpClaimNear));
-  auto bad = parse_mk_experiments("claim_near,fast");
-  ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.status().message().find("'fast'"), std::string::npos) << bad.status().message();
-  EXPECT_NE(bad.status().message().find("claim_near"), std::string::npos) << bad.status().message();
+  EXPECT_EQ(one->experiments, uint32_t(mk::kExpClaimNear));
+  auto full = parse_mk_tuning("l2_claims,order=oproj_between,l2_claim_kb=4096,l2_static,l2_static_kb=64");
+  ASSERT_TRUE(full.is_ok()) << full.status().to_string();
+  EXPECT_EQ(full->order, ::ms::mk::ListOrder::kOProjBetween);
+  EXPECT_EQ(full->l2_claim_kb, 4096);
+  EXPECT_EQ(full->l2_static_kb, 64);
+  EXPECT_EQ(full->experiments, mk::kExpL2Claims | mk::kExpL2Static);
+  auto back = parse_mk_tuning(mk_tuning_name(*full));
+  ASSERT_TRUE(back.is_ok()) << mk_tuning_name(*full);
+  EXPECT_TRUE(*back == *full) << mk_tuning_name(*full);
+  // Applied on top of a base (the environment over the options).
+  auto over = parse_mk_tuning("claim_near", *full);
+  ASSERT_TRUE(over.is_ok());
+  EXPECT_EQ(over->experiments, mk::kExpL2Claims | mk::kExpL2Static | mk::kExpClaimNear);
+  EXPECT_EQ(over->order, ::ms::mk::ListOrder::kOProjBetween);
+  for (const auto& [spec, named] : std::vector<std::pair<std::string, std::string>>{
+           {"claim_near,fast", "'fast'"},
+           {"order=sideways", "'sideways'"},
+           {"l2_claim_kb=-1", "l2_claim_kb"},
+           {"l2_static_kb=12x", "'12x'"},
+           {"speed=11", "'speed'"}}) {
+    auto bad = parse_mk_tuning(spec);
+    ASSERT_FALSE(bad.is_ok()) << spec;
+    EXPECT_NE(bad.status().message().find(named), std::string::npos) << bad.status().message();
+  }
 }
 
 }  // namespace

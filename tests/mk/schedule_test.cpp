@@ -144,51 +144,61 @@ TEST(MkSchedule, BarrierAblationFinishes) {
   EXPECT_TRUE(st.is_ok()) << st.to_string();
 }
 
-// The A/B of the list order (ScheduleOptions::claims_before_oproj): the same
-// instructions, every SM's claims of a parallel-block layer ahead of its
-// O-projection tiles, and every interleaving still finishes.
-TEST(MkSchedule, ClaimsBeforeTheOProjectionFinishAndKeepTheirPlace) {
+// The list orders (ScheduleOptions::order): the same instructions, each SM's
+// O-projection tiles of a parallel-block MoE layer where the order puts them
+// relative to its claims, and every interleaving still finishes.
+TEST(MkSchedule, ListOrdersKeepTheInstructionsAndFinish) {
   const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
   const ModelConfig demo = demo_config();
   for (const ModelConfig* cfg : {&nmc, &demo}) {
     ASSERT_TRUE(cfg->parallel_block);
     for (const auto& [rows, context, n_sm] : std::vector<std::tuple<int, int, int>>{{1, 8192, 132}, {8, 1024, 9},
                                                                                        {3, 2048, 1}}) {
-      SCOPED_TRACE(arch_name(cfg->arch) + std::string(" rows ") + std::to_string(rows) + " SMs " +
-                   std::to_string(n_sm));
       ScheduleOptions o;
       o.rows = rows;
       o.context = context;
       o.n_sm = n_sm;
-      o.claims_before_oproj = false;
+      o.order = ListOrder::kOProjFirst;
       auto base = build_schedule(make_dims(*cfg, 64), make_layer_info(*cfg), o);
-      o.claims_before_oproj = true;
-      auto early = build_schedule(make_dims(*cfg, 64), make_layer_info(*cfg), o);
-      ASSERT_TRUE(base.is_ok() && early.is_ok());
-      ASSERT_TRUE(check_schedule(*early).is_ok()) << check_schedule(*early).to_string();
-      // The same instructions (by opcode and layer), in another order.
-      auto census = [](const Schedule& s) {
-        std::map<std::pair<int, int>, int> n;
-        for (const Instruction& in : s.instrs) ++n[{static_cast<int>(in.op), in.layer}];
-        return n;
-      };
-      EXPECT_EQ(census(*base), census(*early));
-      // On every SM, no O-projection tile of an MoE layer precedes that layer's claims.
-      for (int sm = 0; sm < early->n_sm(); ++sm) {
-        std::map<int, bool> claimed;
-        for (const Instruction& in : early->sm_list(sm)) {
-          if (in.op == Opcode::kExpertGateUp) claimed[in.layer] = true;
-          if (in.op == Opcode::kOProj && early->layers[in.layer].moe)
-            ASSERT_TRUE(claimed[in.layer]) << "SM " << sm << " layer " << in.layer;
+      ASSERT_TRUE(base.is_ok());
+      for (ListOrder order : {ListOrder::kClaimsFirst, ListOrder::kOProjBetween}) {
+        SCOPED_TRACE(arch_name(cfg->arch) + std::string(" rows ") + std::to_string(rows) + " SMs " +
+                     std::to_string(n_sm) + " order " + list_order_name(order));
+        o.order = order;
+        auto other = build_schedule(make_dims(*cfg, 64), make_layer_info(*cfg), o);
+        ASSERT_TRUE(other.is_ok());
+        ASSERT_TRUE(check_schedule(*other).is_ok()) << check_schedule(*other).to_string();
+        // The same instructions (by opcode and layer), in another order.
+        auto census = [](const Schedule& s) {
+          std::map<std::pair<int, int>, int> n;
+          for (const Instruction& in : s.instrs) ++n[{static_cast<int>(in.op), in.layer}];
+          return n;
+        };
+        EXPECT_EQ(census(*base), census(*other));
+        // On every SM, an MoE layer's O-projection tiles come after its
+        // gate/up claim, and before (between) or after (claims first) its
+        // down claim.
+        for (int sm = 0; sm < other->n_sm(); ++sm) {
+          std::map<int, bool> gu, down;
+          for (const Instruction& in : other->sm_list(sm)) {
+            if (in.op == Opcode::kExpertGateUp) gu[in.layer] = true;
+            if (in.op == Opcode::kExpertDown) down[in.layer] = true;
+            if (in.op == Opcode::kOProj && other->layers[in.layer].moe) {
+              ASSERT_TRUE(gu[in.layer]) << "SM " << sm << " layer " << in.layer;
+              ASSERT_EQ(down[in.layer], order == ListOrder::kClaimsFirst) << "SM " << sm << " layer " << in.layer;
+            }
+          }
         }
-      }
-      for (uint64_t seed : {0ull, 1ull, 2ull}) {
-        MachineStats stats;
-        Status st = run_machine(*early, fake_ops(*early, seed + 5), {seed}, &stats);
-        ASSERT_TRUE(st.is_ok()) << st.to_string();
+        for (uint64_t seed : {0ull, 1ull, 2ull}) {
+          MachineStats stats;
+          Status st = run_machine(*other, fake_ops(*other, seed + 5), {seed}, &stats);
+          ASSERT_TRUE(st.is_ok()) << st.to_string();
+        }
       }
     }
   }
+  EXPECT_FALSE(parse_list_order("claims_later").is_ok());
+  EXPECT_EQ(*parse_list_order("oproj_between"), ListOrder::kOProjBetween);
 }
 
 TEST(MkSchedule, PlantedStuckWaitIsReportedAsADeadlock) {

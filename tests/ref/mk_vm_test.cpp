@@ -135,15 +135,20 @@ TEST_P(MkVmFamilies, MatchesTheBf16ReferenceOnRaggedBatches) {
           ASSERT_TRUE((*vm)->step(*sched, batch, {seed}, &again).is_ok());
           for (int r = 0; r < rows; ++r) ASSERT_EQ(again.logits[r], got.logits[r]) << "seed " << seed;
         }
-        // The other list order (O-projection before the claims): the same
-        // instructions and summation orders, so the same bits.
-        mk::ScheduleOptions early = so;
-        early.claims_before_oproj = !so.claims_before_oproj;
-        auto sched_early = mk::build_schedule((*vm)->dims(), (*vm)->layer_info(), early);
-        ASSERT_TRUE(sched_early.is_ok()) << sched_early.status().to_string();
-        StepResult again;
-        ASSERT_TRUE((*vm)->step(*sched_early, batch, {303ull}, &again).is_ok());
-        for (int r = 0; r < rows; ++r) ASSERT_EQ(again.logits[r], got.logits[r]) << "the other list order";
+        // The other list orders (O-projection before, between or after the
+        // claims): the same instructions and summation orders, so the same bits.
+        for (mk::ListOrder order : {mk::ListOrder::kOProjFirst, mk::ListOrder::kClaimsFirst,
+                                    mk::ListOrder::kOProjBetween}) {
+          if (order == so.order) continue;
+          mk::ScheduleOptions other = so;
+          other.order = order;
+          auto sched_other = mk::build_schedule((*vm)->dims(), (*vm)->layer_info(), other);
+          ASSERT_TRUE(sched_other.is_ok()) << sched_other.status().to_string();
+          StepResult again;
+          ASSERT_TRUE((*vm)->step(*sched_other, batch, {303ull}, &again).is_ok());
+          for (int r = 0; r < rows; ++r)
+            ASSERT_EQ(again.logits[r], got.logits[r]) << "list order " << mk::list_order_name(order);
+        }
       }
     }
     printf("[mk_vm] %s rows %d: %d row-steps compared (%d bit-identical), worst rel err %.2e, %d steps with a routing "

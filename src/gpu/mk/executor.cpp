@@ -64,47 +64,84 @@ Result<std::unique_ptr<MkExecutor>> MkExecutor::create(DeviceModel& model, cudaS
 }
 
 namespace {
-constexpr std::pair<const char*, uint32_t> kExperiments[] = {
-    {"claim_near", mk::kExpClaimNear}, {"route_nofence", mk::kExpRouteNoFence}};
+constexpr std::pair<const char*, uint32_t> kExperiments[] = {{"claim_near", mk::kExpClaimNear},
+                                                             {"route_nofence", mk::kExpRouteNoFence},
+                                                             {"l2_static", mk::kExpL2Static},
+                                                             {"l2_claims", mk::kExpL2Claims}};
 }  // namespace
 
-Result<uint32_t> parse_mk_experiments(const std::string& names) {
-  uint32_t bits = 0;
+Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
+  if (spec == "default") return t;
   size_t at = 0;
-  while (at <= names.size()) {
-    const size_t end = std::min(names.find(',', at), names.size());
-    const std::string name = names.substr(at, end - at);
-    if (!name.empty()) {
-      uint32_t bit = 0;
-      for (const auto& [n, b] : kExperiments)
-        if (name == n) bit = b;
-      if (!bit) {
-        std::string known;
-        for (const auto& [n, b] : kExperiments) known += std::string(known.empty() ? "" : ", ") + n;
-        return invalid_argument("unknown megakernel experiment '" + name + "' (known: " + known + ")");
-      }
-      bits |= bit;
-    }
+  while (at <= spec.size()) {
+    const size_t end = std::min(spec.find(',', at), spec.size());
+    const std::string tok = spec.substr(at, end - at);
     at = end + 1;
+    if (tok.empty()) continue;
+    const size_t eq = tok.find('=');
+    if (eq != std::string::npos) {
+      const std::string key = tok.substr(0, eq), val = tok.substr(eq + 1);
+      if (key == "order") {
+        MS_ASSIGN_OR_RETURN(t.order, ::ms::mk::parse_list_order(val));
+        continue;
+      }
+      if (key == "l2_static_kb" || key == "l2_claim_kb") {
+        char* e = nullptr;
+        const long v = std::strtol(val.c_str(), &e, 10);
+        if (val.empty() || *e != 0 || v < 0 || v > (1 << 20))
+          return invalid_argument("megakernel tuning: " + key + " wants kilobytes in 0..1048576, got '" + val + "'");
+        (key == "l2_static_kb" ? t.l2_static_kb : t.l2_claim_kb) = static_cast<int>(v);
+        continue;
+      }
+      return invalid_argument("megakernel tuning: unknown setting '" + key +
+                              "' (known: order, l2_static_kb, l2_claim_kb)");
+    }
+    uint32_t bit = 0;
+    for (const auto& [n, b] : kExperiments)
+      if (tok == n) bit = b;
+    if (!bit) {
+      std::string known;
+      for (const auto& [n, b] : kExperiments) known += std::string(known.empty() ? "" : ", ") + n;
+      return invalid_argument("unknown megakernel experiment '" + tok + "' (known: " + known + ")");
+    }
+    t.experiments |= bit;
   }
-  return bits;
+  return t;
 }
 
-std::string mk_experiment_names(uint32_t bits) {
+std::string mk_tuning_name(const MkTuning& t) {
+  const MkTuning def;
   std::string s;
+  auto add = [&](const std::string& x) { s += (s.empty() ? "" : ",") + x; };
   for (const auto& [n, b] : kExperiments)
-    if (bits & b) s += std::string(s.empty() ? "" : ",") + n;
-  return s.empty() ? "none" : s;
+    if (t.experiments & b) add(n);
+  if (t.order != def.order) add(std::string("order=") + ::ms::mk::list_order_name(t.order));
+  if (t.l2_static_kb != def.l2_static_kb) add("l2_static_kb=" + std::to_string(t.l2_static_kb));
+  if (t.l2_claim_kb != def.l2_claim_kb) add("l2_claim_kb=" + std::to_string(t.l2_claim_kb));
+  return s.empty() ? "default" : s;
+}
+
+Status MkExecutor::set_tuning(const MkTuning& t) {
+  if (t.order != opt_.tuning.order) {
+    MS_CUDA_RETURN(cudaStreamSynchronize(stream_));  // no step still reads the cached lists
+    last_ = nullptr;
+    last_cached_ = nullptr;
+    cache_.clear();
+  }
+  opt_.tuning = t;
+  return Status::ok();
 }
 
 Status MkExecutor::init(const MkOptions& opt) {
   opt_ = opt;
   if (const char* env = std::getenv("MEGASERVE_MK_EXPERIMENTS")) {
-    auto bits = parse_mk_experiments(env);
-    if (!bits.is_ok()) return invalid_argument("MEGASERVE_MK_EXPERIMENTS: " + bits.status().message());
-    opt_.experiments |= *bits;
+    auto t = parse_mk_tuning(env, opt_.tuning);
+    if (!t.is_ok()) return invalid_argument("MEGASERVE_MK_EXPERIMENTS: " + t.status().message());
+    opt_.tuning = *t;
   }
-  if (opt_.experiments) MS_LOG(Info) << "megakernel: experiments " << mk_experiment_names(opt_.experiments);
+  if (!(opt_.tuning == MkTuning{})) {
+    MS_LOG(Info) << "megakernel: tuning " << mk_tuning_name(opt_.tuning);
+  }
   dims_ = ::ms::mk::make_dims(cfg_, model_.block_size());
   MS_ASSIGN_OR_RETURN(DeviceInfo info, device_info());
   n_sm_ = opt_.n_sm > 0 ? std::min(opt_.n_sm, info.sm_count) : info.sm_count;
@@ -197,7 +234,6 @@ Status MkExecutor::init(const MkOptions& opt) {
   p.shared_act = shared_act_.get();
   p.shared_part = shared_part_.get();
   p.logits = logits_.get();
-  p.experiments = opt_.experiments;
   p.watchdog_ns = uint64_t(std::max<int64_t>(opt_.watchdog_ms, 0)) * 1000000ull;
   p.error = reinterpret_cast<mk::MkError*>(errbuf_.get());
   p.abort_flag = errbuf_.get() + sizeof(mk::MkError) / 4;
@@ -274,7 +310,7 @@ Result<MkExecutor::Cached*> MkExecutor::schedule_for(int rows, int context) {
   so.context = context;
   so.n_sm = n_sm_;
   so.barrier_between_phases = opt_.barrier_between_phases;
-  so.claims_before_oproj = opt_.claims_before_oproj;
+  so.order = opt_.tuning.order;
   so.plant_stuck_wait = opt_.plant_stuck_wait;
   MS_ASSIGN_OR_RETURN(::ms::mk::Schedule s, ::ms::mk::build_schedule(dims_, ::ms::mk::make_layer_info(cfg_), so));
   MS_RETURN_IF_ERROR(::ms::mk::check_schedule(s));
@@ -354,6 +390,9 @@ Status MkExecutor::enqueue(const std::vector<SeqWork>& batch) {
   p.counters = counters_.get() + (epoch_ & 1) * bank;
   p.counters_next = counters_.get() + ((epoch_ + 1) & 1) * bank;
   p.timeline = opt_.record_timeline ? c->timeline.get() : nullptr;
+  p.experiments = opt_.tuning.experiments;
+  p.l2_static_bytes = uint32_t(opt_.tuning.l2_static_kb) * 1024u;
+  p.l2_claim_bytes = uint32_t(opt_.tuning.l2_claim_kb) * 1024u;
   MS_RETURN_IF_ERROR(mk::launch_megakernel(p, kv_map_, stream_));
   MS_CUDA_RETURN(cudaEventRecord(done_, stream_));
   ++epoch_;

@@ -31,6 +31,31 @@
 
 namespace ms::gpu {
 
+// A megakernel variant under measurement: kernel experiments (mk::kExp*
+// bits), the list order, and the L2 lookahead sizes the experiments use.
+// The shipped configuration is the default-constructed one; a variant is
+// timed against it in one process (bench decode --mk-variants) and the
+// winner becomes the default (STYLE.md: A/B variants live in the harness).
+struct MkTuning {
+  uint32_t experiments = 0;
+  ::ms::mk::ListOrder order = ::ms::mk::ListOrder::kClaimsFirst;
+  // kExpL2Static: static weight tiles kept prefetched into L2 this far ahead
+  // of the ring, per SM.
+  int l2_static_kb = 128;
+  // kExpL2Claims: the claim queues' tiles kept prefetched into L2 this far
+  // ahead of the claims, over the whole device.
+  int l2_claim_kb = 8192;
+  bool operator==(const MkTuning&) const = default;
+};
+
+// "default" or "" (the shipped tuning), else comma-separated tokens applied
+// to `base`: experiment names (claim_near, route_nofence, l2_static,
+// l2_claims), order=oproj_first|claims_first|oproj_between,
+// l2_static_kb=N, l2_claim_kb=N. An unknown token is an error that names it.
+Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning base = {});
+// The tuning as a spec parse_mk_tuning reads back ("default" when it is).
+std::string mk_tuning_name(const MkTuning& t);
+
 struct MkOptions {
   int max_context = 0;  // longest sequence (tokens); 0: min(max_position, 262144)
   int64_t watchdog_ms = 2000;  // a wait longer than this abandons the step
@@ -38,21 +63,14 @@ struct MkOptions {
   bool record_timeline = false;
   // Ablation: grid-wide barriers (counters) between the phases of each layer.
   bool barrier_between_phases = false;
-  bool claims_before_oproj = true;  // ScheduleOptions::claims_before_oproj (false: the list-order A/B)
   // Debug: plant a wait nothing signals (watchdog test).
   bool plant_stuck_wait = false;
   // Debug (tests): keep every MoE layer's expert ids and router logits.
   bool record_routing = false;
-  // Kernel variants under measurement (mk::kExp* bits; parse_mk_experiments).
-  // The environment's MEGASERVE_MK_EXPERIMENTS adds to them (the GPU tests
-  // run under it to check a variant's correctness).
-  uint32_t experiments = 0;
+  // The environment's MEGASERVE_MK_EXPERIMENTS (a parse_mk_tuning spec) is
+  // applied on top (the GPU tests run under it to check a variant).
+  MkTuning tuning;
 };
-
-// "claim_near,route_nofence" (any subset, comma-separated; empty:
-// none) -> mk::kExp* bits; an unknown name is an error that names it.
-Result<uint32_t> parse_mk_experiments(const std::string& names);
-std::string mk_experiment_names(uint32_t bits);
 
 class MkExecutor {
  public:
@@ -86,6 +104,9 @@ class MkExecutor {
   const float* logits() const { return logits_.get(); }
   cudaStream_t stream() const { return stream_; }
   const MkOptions& options() const { return opt_; }
+  // Switches the variant for the next steps (benchmarks time several in one
+  // process); a new list order drops the cached schedules.
+  Status set_tuning(const MkTuning& t);
   // The schedule of the last step (its per-SM lists, the timeline's index).
   const ::ms::mk::Schedule* last_schedule() const { return last_; }
   // Per-instruction times of the last step (record_timeline), indexed like

@@ -7,6 +7,7 @@
 // takes tiles from the claim queue one at a time as ring space frees.
 #pragma once
 
+#include "gpu/mk/l2_lookahead.cuh"
 #include "gpu/mk/smem.cuh"
 
 namespace ms::gpu::mk {
@@ -26,6 +27,60 @@ struct RowMap {
   }
 };
 
+// Where a static weight tile's rows live: rows map.row(m) of a row-major
+// matrix w with ld columns, columns [c0, c0 + k).
+struct TileSrc {
+  const uint16_t* w = nullptr;
+  int ld = 0;
+  RowMap map;
+  int c0 = 0, k = 0;
+  __device__ __forceinline__ uint32_t bytes() const {
+    int n = 0;
+    for (int m = 0; m < kTileRows; ++m) n += map.row(m) >= 0;
+    return uint32_t(n) * uint32_t(k) * 2u;
+  }
+};
+
+// The weight tiles of the opcodes whose bytes are known from the list alone
+// (not the claims, not attention): tile t of instruction `in`. False: the
+// opcode streams no static weights.
+__device__ __forceinline__ bool static_tile(const Params& p, const Instruction& in, int t, TileSrc* out) {
+  const Dims& d = p.dims;
+  const LayerPtrs* L = in.layer < d.n_layers ? &p.layers[in.layer] : nullptr;
+  TileSrc& s = *out;
+  switch (in.op) {
+    case Opcode::kQkv:
+      s = {L->qkv_w, d.hidden, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.qkv_width}, 0, d.hidden};
+      return true;
+    case Opcode::kOProj:
+      s = {L->o_w, d.q_width, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.hidden},
+           in.gemv.kslice * d.group * d.head_dim, d.group * d.head_dim};
+      return true;
+    case Opcode::kRouter:
+      s = {L->router, d.hidden, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.n_experts}, 0, d.hidden};
+      return true;
+    case Opcode::kDenseGateUp: {
+      const bool shared = in.flags & ::ms::mk::kFlagShared;
+      s = {shared ? L->shared_gate_up : L->gate_up, d.hidden,
+           RowMap{RowMap::kPair, int64_t(t) * ::ms::mk::kPairCols, shared ? d.shared_ffn : d.dense_ffn}, 0, d.hidden};
+      return true;
+    }
+    case Opcode::kDenseDown: {
+      const bool shared = in.flags & ::ms::mk::kFlagShared;
+      const int F = shared ? d.shared_ffn : d.dense_ffn;
+      const ::ms::mk::RowRange cols = ::ms::mk::down_slice_cols(F, in.gemv.kslice);
+      s = {shared ? L->shared_down : L->down, F, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.hidden}, cols.begin,
+           cols.end - cols.begin};
+      return true;
+    }
+    case Opcode::kLmHead:
+      s = {p.lm_head, d.hidden, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.vocab}, 0, d.hidden};
+      return true;
+    default:
+      return false;
+  }
+}
+
 class Loader {
  public:
   __device__ Loader(const Params& p, const CUtensorMap* kv_map, Smem& s)
@@ -33,68 +88,104 @@ class Loader {
 
   __device__ void run() {
     const uint32_t b = p_.sm_begin[blockIdx.x], e = p_.sm_begin[blockIdx.x + 1];
+    end_ = e;
+    pf_i_ = b;
     for (uint32_t i = b; i < e && ok_; ++i) {
       const Instruction in = p_.instrs[i];
       instr_ = i - b;
       at_ = site_of(instr_, in);
       issued_ = false;
-      issue(in);
+      issue(in, i);
       if (p_.timeline && lane_ == 0 && !issued_) p_.timeline[i].issue = 0;
     }
     if (!ok_) drain();
   }
 
  private:
-  __device__ void issue(const Instruction& in) {
-    const Dims& d = p_.dims;
-    const LayerPtrs* L = in.layer < d.n_layers ? &p_.layers[in.layer] : nullptr;
-    const auto& g = in.gemv;
+  __device__ void issue(const Instruction& in, uint32_t i) {
+    const LayerPtrs* L = in.layer < p_.dims.n_layers ? &p_.layers[in.layer] : nullptr;
+    TileSrc src;
     switch (in.op) {
-      case Opcode::kQkv:
-        for (int t = g.tile0; t < g.tile0 + g.n_tiles && ok_; ++t)
-          rows_tile(L->qkv_w, d.hidden, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.qkv_width}, 0, d.hidden, t);
-        break;
-      case Opcode::kOProj: {
-        const int c0 = g.kslice * d.group * d.head_dim;
-        for (int t = g.tile0; t < g.tile0 + g.n_tiles && ok_; ++t)
-          rows_tile(L->o_w, d.q_width, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.hidden}, c0,
-                    d.group * d.head_dim, t);
-        break;
-      }
-      case Opcode::kRouter:
-        for (int t = g.tile0; t < g.tile0 + g.n_tiles && ok_; ++t)
-          rows_tile(L->router, d.hidden, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.n_experts}, 0, d.hidden, t);
-        break;
-      case Opcode::kDenseGateUp: {
-        const bool shared = in.flags & ::ms::mk::kFlagShared;
-        const int F = shared ? d.shared_ffn : d.dense_ffn;
-        const uint16_t* w = shared ? L->shared_gate_up : L->gate_up;
-        for (int t = g.tile0; t < g.tile0 + g.n_tiles && ok_; ++t)
-          rows_tile(w, d.hidden, RowMap{RowMap::kPair, int64_t(t) * ::ms::mk::kPairCols, F}, 0, d.hidden, t);
-        break;
-      }
-      case Opcode::kDenseDown: {
-        const bool shared = in.flags & ::ms::mk::kFlagShared;
-        const int F = shared ? d.shared_ffn : d.dense_ffn;
-        const uint16_t* w = shared ? L->shared_down : L->down;
-        const ::ms::mk::RowRange cols = ::ms::mk::down_slice_cols(F, g.kslice);
-        for (int t = g.tile0; t < g.tile0 + g.n_tiles && ok_; ++t)
-          rows_tile(w, F, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.hidden}, cols.begin, cols.end - cols.begin, t);
-        break;
-      }
-      case Opcode::kLmHead:
-        for (int t = g.tile0; t < g.tile0 + g.n_tiles && ok_; ++t)
-          rows_tile(p_.lm_head, d.hidden, RowMap{RowMap::kPlain, int64_t(t) * kTileRows, d.vocab}, 0, d.hidden, t);
-        break;
       case Opcode::kAttention:
-        attention(in, *L);
+        attention(in, *L, i);
         break;
       case Opcode::kExpertGateUp:
       case Opcode::kExpertDown:
+        // The static tiles after the claim loop stream into L2 while the
+        // loader waits for the route and the ring holds expert tiles.
+        l2_static_advance(i + 1, 0);
         claims(in, *L);
         break;
       default:
-        break;  // no weights: norm, route, combine, barrier
+        if (!static_tile(p_, in, in.gemv.tile0, &src)) break;  // no weights: norm, route, combine, barrier
+        for (int t = in.gemv.tile0; t < in.gemv.tile0 + in.gemv.n_tiles && ok_; ++t) {
+          static_tile(p_, in, t, &src);
+          rows_tile(src.w, src.ld, src.map, src.c0, src.k, t);
+          l2_static_issued(i, t, src.bytes());
+        }
+        break;
+    }
+  }
+
+  // ---- L2 lookahead of the static bytes (experiment kExpL2Static) ----
+  // A cursor (instruction pf_i_, tile or attention stage pf_t_) runs ahead of
+  // the ring over the SM's list, prefetching into L2 the weight tiles of the
+  // static opcodes (16 lanes, a row each) and the K/V boxes of attention
+  // splits (the boxes the ring will copy), while the bytes prefetched and not
+  // yet issued into the ring are below l2_static_bytes. Claims are skipped
+  // (their tiles are known only once claimed: kExpL2Claims). At most
+  // kPfInstrs instructions are read per call, so a long stretch without
+  // static bytes never delays the ring by more than a few L2 round trips.
+  static constexpr int kPfInstrs = 4;
+  // The ring issued (i, t): its bytes leave the lookahead.
+  __device__ void l2_static_issued(uint32_t i, int t, uint32_t bytes) {
+    if (!(p_.experiments & kExpL2Static)) return;
+    if (i < pf_i_ || (i == pf_i_ && t < pf_t_)) {
+      pf_ahead_ -= int64_t(bytes);
+    } else {  // the cursor fell behind the ring: restart after this tile
+      pf_i_ = i;
+      pf_t_ = t + 1;
+      pf_ahead_ = 0;
+    }
+    l2_static_advance(i, t + 1);
+  }
+  // Moves the cursor to at least (i, t) and prefetches ahead.
+  __device__ void l2_static_advance(uint32_t i, int t) {
+    if (!(p_.experiments & kExpL2Static)) return;
+    if (pf_i_ < i || (pf_i_ == i && pf_t_ < t)) {
+      pf_i_ = i;
+      pf_t_ = t;
+      pf_ahead_ = 0;
+    }
+    const int64_t lead = int64_t(p_.l2_static_bytes);
+    for (int reads = 0; pf_i_ < end_ && pf_ahead_ < lead && reads < kPfInstrs; ++reads) {
+      const Instruction in = p_.instrs[pf_i_];
+      TileSrc src;
+      int t_end = 0;
+      if (in.op == Opcode::kAttention) {
+        const LayerPtrs& L = p_.layers[in.layer];
+        const ::ms::mk::SplitRange sr = split_of(in);
+        if (pf_t_ < sr.stage_begin) pf_t_ = sr.stage_begin;
+        for (; pf_t_ < sr.stage_end && pf_ahead_ < lead; ++pf_t_) {
+          KvBox b;
+          if (kv_box(in, L, sr, pf_t_, lane_, &b) && b.row < p_.kv_rows) tensor_prefetch_l2_2d(kv_map_, b.col, b.row);
+          pf_ahead_ += kv_stage_bytes();
+        }
+        t_end = sr.stage_end;
+      } else if (static_tile(p_, in, in.gemv.tile0, &src)) {
+        if (pf_t_ < in.gemv.tile0) pf_t_ = in.gemv.tile0;
+        t_end = in.gemv.tile0 + in.gemv.n_tiles;
+        for (; pf_t_ < t_end && pf_ahead_ < lead; ++pf_t_) {
+          static_tile(p_, in, pf_t_, &src);
+          const int64_t r = lane_ < kTileRows ? src.map.row(lane_) : -1;
+          if (r >= 0) prefetch_l2(src.w + r * src.ld + src.c0, uint32_t(src.k) * 2u);
+          pf_ahead_ += int64_t(src.bytes());
+        }
+      }
+      if (pf_t_ >= t_end) {
+        ++pf_i_;
+        pf_t_ = 0;
+      }
     }
   }
 
@@ -171,39 +262,53 @@ class Loader {
     }
   }
 
-  // K and V of the split's key stages, one ring position per 64 keys; boxes
-  // of pages that are not mapped (-1) load zeros (a row past the map).
-  __device__ void attention(const Instruction& in, const LayerPtrs& L) {
+  // One box of an attention stage (lane < 2 x boxes per half): which rows of
+  // the KV tensor map it copies and where in the stage it lands. A box wholly
+  // outside [lo, pos] reads zeros (a row past the map: no HBM read, and no
+  // stale table entry past the sequence's end is followed).
+  struct KvBox {
+    int32_t col, row;
+    int dst;  // byte offset in the stage
+  };
+  __device__ __forceinline__ bool kv_box(const Instruction& in, const LayerPtrs& L, const ::ms::mk::SplitRange& sr,
+                                         int stg, int box, KvBox* out) const {
     const Dims& d = p_.dims;
-    const auto& a = in.attn;
-    const int pos = p_.meta->pos[a.row];
-    const int window = p_.layer_info[in.layer].sliding ? d.sliding_window : 0;
-    const ::ms::mk::SplitRange sr = ::ms::mk::split_range(pos, window, a.split, a.n_splits);
     const int hd = d.head_dim, bs = d.block_size;
     const int box_rows = bs < kStageKeys ? bs : kStageKeys, subs = kStageKeys / box_rows;
-    const int slices = kv_slices(hd), per_half = slices * subs;  // boxes for K (and again for V)
-    const int32_t* table = p_.tables + (int64_t(a.row) * p_.n_groups + L.kv_group) * p_.table_stride;
-    const uint32_t bytes = 2u * kStageKeys * hd * 2;
+    const int per_half = kv_slices(hd) * subs;  // boxes for K (and again for V)
+    if (box >= 2 * per_half) return false;
+    const int v = box / per_half, rest = box % per_half, cs = rest / subs, sub = rest % subs;
+    const int key = stg * kStageKeys + sub * box_rows;
+    const int page = key / bs, slot = key % bs;
+    const bool needed = key <= sr.pos && key + box_rows > sr.lo;
+    const int32_t* table = p_.tables + (int64_t(in.attn.row) * p_.n_groups + L.kv_group) * p_.table_stride;
+    const int32_t blk = needed && page < p_.table_stride ? table[page] : -1;
+    const int64_t row0 = v ? L.v_row0 : L.k_row0;
+    const int64_t row = blk >= 0 ? row0 + (int64_t(blk) * d.n_kv_heads + in.attn.kv_head) * bs + slot : p_.kv_rows;
+    *out = {cs * 64, static_cast<int32_t>(row), v * kv_half_bytes(hd) + cs * kv_slice_bytes(hd) + sub * box_rows * kv_row_bytes(hd)};
+    return true;
+  }
+  __device__ __forceinline__ ::ms::mk::SplitRange split_of(const Instruction& in) const {
+    const int pos = p_.meta->pos[in.attn.row];
+    const int window = p_.layer_info[in.layer].sliding ? p_.dims.sliding_window : 0;
+    return ::ms::mk::split_range(pos, window, in.attn.split, in.attn.n_splits);
+  }
+  __device__ __forceinline__ uint32_t kv_stage_bytes() const { return 2u * kStageKeys * p_.dims.head_dim * 2; }
+
+  // K and V of the split's key stages, one ring position per 64 keys.
+  __device__ void attention(const Instruction& in, const LayerPtrs& L, uint32_t i) {
+    const ::ms::mk::SplitRange sr = split_of(in);
+    const uint32_t bytes = kv_stage_bytes();
     for (int stg = sr.stage_begin; stg < sr.stage_end && ok_; ++stg) {
       const int st = ring_.stage();
       if (!acquire(st)) return;
       publish_header(st, 0, stg);
       if (lane_ == 0) mbar_arrive_expect_tx(&s_.full[st], bytes);
       __syncwarp();
-      if (lane_ < 2 * per_half) {
-        const int v = lane_ / per_half, rest = lane_ % per_half, cs = rest / subs, sub = rest % subs;
-        const int key = stg * kStageKeys + sub * box_rows;
-        const int page = key / bs, slot = key % bs;
-        // A box wholly outside [lo, pos] loads zeros (no HBM read, and no
-        // stale table entry past the sequence's end is followed).
-        const bool needed = key <= pos && key + box_rows > sr.lo;
-        const int32_t blk = needed && page < p_.table_stride ? table[page] : -1;
-        const int64_t row0 = v ? L.v_row0 : L.k_row0;
-        const int64_t row = blk >= 0 ? row0 + (int64_t(blk) * d.n_kv_heads + a.kv_head) * bs + slot : p_.kv_rows;
-        unsigned char* dst = s_.stage[st] + v * kv_half_bytes(hd) + cs * kv_slice_bytes(hd) + sub * box_rows * kv_row_bytes(hd);
-        tensor_copy_2d(dst, kv_map_, cs * 64, static_cast<int32_t>(row), &s_.full[st], pol_);
-      }
+      KvBox b;
+      if (kv_box(in, L, sr, stg, lane_, &b)) tensor_copy_2d(s_.stage[st] + b.dst, kv_map_, b.col, b.row, &s_.full[st], pol_);
       ++ring_.pos;
+      l2_static_issued(i, stg, bytes);
     }
   }
 
@@ -238,6 +343,12 @@ class Loader {
       ok_ = __shfl_sync(0xffffffffu, near, 0) != 0;
       if (!ok_) return;
     }
+    // L2 lookahead of the queues (experiment kExpL2Claims): the tile
+    // l2_claim_bytes ahead of each claimed one (l2_lookahead.cuh).
+    ClaimLookahead la{L.experts_gate_up, L.experts_down, s_.loader_expert, d.hidden, d.moe_ffn, n_active,
+                      ::ms::mk::expert_gu_tiles(d), ::ms::mk::expert_down_tiles(d), 1, 1};
+    const bool l2 = (p_.experiments & kExpL2Claims) && n_active <= kMaxSelections;
+    claim_leads(d.hidden, d.moe_ffn, p_.l2_claim_bytes, &la.lead_gu, &la.lead_down);
     // One claim ahead: the next tile's atomic is in flight while this one's
     // copies are issued (a claimed tile is always loaded: the loop only ends
     // on an empty queue, with no claim pending, or at max_claims, where none
@@ -255,6 +366,12 @@ class Loader {
         return;
       }
       if (lane_ == 0 && c + 1 < in.claim.max_claims) next = static_cast<int>(atomicAdd(p_.counters + claim_ctr, 1u));
+      if (l2 && lane_ == 0) {
+        if (gu)
+          la.position(t + la.lead_gu);
+        else
+          la.down_tile(t + la.lead_down);
+      }
       const int slot = t / tpe, j = t % tpe;
       const int e = s_.loader_expert[min(slot, kMaxSelections - 1)];
       if (gu) {
@@ -278,6 +395,12 @@ class Loader {
   InstrSite at_;
   bool ok_ = true;
   bool issued_ = false;  // timeline: this instruction's first position was acquired
+  uint32_t end_ = 0;     // the SM's list ends here
+  // L2 lookahead cursor (kExpL2Static): the next static tile to prefetch and
+  // the bytes prefetched ahead of the ring.
+  uint32_t pf_i_ = 0;
+  int pf_t_ = 0;
+  int64_t pf_ahead_ = 0;
 };
 
 }  // namespace ms::gpu::mk

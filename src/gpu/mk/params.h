@@ -70,7 +70,7 @@ struct TimelineEntry {
 };
 static_assert(sizeof(TimelineEntry) == 48);
 
-// Kernel variants under measurement (bench decode --mk-experiments, or the
+// Kernel variants under measurement (bench decode --mk-variants, or the
 // environment's MEGASERVE_MK_EXPERIMENTS for the GPU tests): each is an A/B
 // against the default code path, kept until the numbers decide it.
 enum MkExperiment : uint32_t {
@@ -82,6 +82,17 @@ enum MkExperiment : uint32_t {
   // adjustment without a fence of their own (the route's release signal
   // orders both).
   kExpRouteNoFence = 1u << 2,
+  // L2 lookahead of the static weights: the loader keeps the weight tiles of
+  // the instructions after its ring's (QKV, O, router, dense FFN, LM head)
+  // prefetched into L2 up to l2_static_bytes ahead, so DRAM keeps streaming
+  // while the ring is blocked behind a dependency wait or a claim loop.
+  kExpL2Static = 1u << 3,
+  // L2 lookahead of the claim queues: the route prefetches the first
+  // l2_claim_bytes of the gate/up queue's tiles, and whoever claims a tile
+  // prefetches the one that far ahead in the queue (gate/up, then down), so
+  // expert weights stream at DRAM speed from the route on instead of at the
+  // pace of each SM's five ring stages.
+  kExpL2Claims = 1u << 4,
 };
 
 struct Params {
@@ -130,8 +141,10 @@ struct Params {
   float* shared_part = nullptr;     // (down_slices(S), R, H)
   float* logits = nullptr;          // (R, V)
   // Variants of the kernel being measured against the default (kExp* bits,
-  // MkOptions::experiments): off unless asked for.
+  // MkTuning::experiments): off unless asked for.
   uint32_t experiments = 0;
+  uint32_t l2_static_bytes = 0;  // kExpL2Static: lookahead per SM
+  uint32_t l2_claim_bytes = 0;   // kExpL2Claims: lookahead of the claim queues (whole device)
   // Watchdog and diagnostics.
   uint64_t watchdog_ns = 0;
   MkError* error = nullptr;
