@@ -6,7 +6,7 @@
 #      the demo model against HF, determinism, timeline, watchdog (stops here
 #      when one fails);
 #   3. MK_CHECK="spec spec ...": each variant (a bench decode --mk-variants
-#      spec, e.g. "claim_near,l2_claims,order=oproj_between") checked the same
+#      spec, e.g. "gu_batch=2,down_batch=4,claim_gate=0") checked the same
 #      way under MEGASERVE_MK_EXPERIMENTS (MkVsVm and MkDemo); a variant that
 #      fails is reported and left out of the bench;
 #   4. `bench decode` on the full NMC shape in one process: the layered path

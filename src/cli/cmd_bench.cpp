@@ -105,9 +105,9 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
       .add("barrier-ablation", "megakernel: grid-wide barriers between the phases of every layer (ablation)", "",
            true)
       .add("mk-variants",
-           "megakernel: variants timed one after another in this process, ';'-separated; each 'default' or "
-           "comma-separated experiments (claim_near, route_nofence, l2_static, l2_claims) and settings "
-           "(order=oproj_first|claims_first|oproj_between, l2_static_kb=N, l2_claim_kb=N)",
+           "megakernel: tunings timed one after another in this process, ';'-separated; each 'default' or "
+           "comma-separated settings (order=oproj_first|claims_first|oproj_between, gu_batch=N, down_batch=N, "
+           "claim_gate=N)",
            "")
       .add("timeline", "megakernel: also write one step's per-instruction times (first batch and context) as JSON", "");
   if (int rc = parse_bench_flags(f, args, "bench decode"); rc >= 0) return rc;

@@ -799,42 +799,39 @@ TEST(MkNmcFull, TeacherForcedAgainstTheLayeredExecutor) {
     }
 }
 
-// The variant specs of bench decode --mk-variants and
+// The tuning specs of bench decode --mk-variants and
 // MEGASERVE_MK_EXPERIMENTS (no device needed).
-TEST(MkTuningSpec, ParsesRoundTripsAndNamesUnknownTokens) {
+TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   for (const char* def : {"", "default"}) {
     auto t = parse_mk_tuning(def);
     ASSERT_TRUE(t.is_ok());
     EXPECT_TRUE(*t == MkTuning{});
   }
   EXPECT_EQ(mk_tuning_name(MkTuning{}), "default");
-  auto both = parse_mk_tuning("route_nofence,claim_near");
-  ASSERT_TRUE(both.is_ok()) << both.status().to_string();
-  EXPECT_EQ(both->experiments, mk::kExpClaimNear | mk::kExpRouteNoFence);
-  EXPECT_EQ(mk_tuning_name(*both), "claim_near,route_nofence");
-  auto one = parse_mk_tuning(",claim_near,");
-  ASSERT_TRUE(one.is_ok());
-  EXPECT_EQ(one->experiments, uint32_t(mk::kExpClaimNear));
-  auto full = parse_mk_tuning("l2_claims,order=oproj_between,l2_claim_kb=4096,l2_static,l2_static_kb=64");
+  auto full = parse_mk_tuning(",gu_batch=2,order=claims_first,down_batch=4,,claim_gate=0");
   ASSERT_TRUE(full.is_ok()) << full.status().to_string();
-  EXPECT_EQ(full->order, ::ms::mk::ListOrder::kOProjBetween);
-  EXPECT_EQ(full->l2_claim_kb, 4096);
-  EXPECT_EQ(full->l2_static_kb, 64);
-  EXPECT_EQ(full->experiments, mk::kExpL2Claims | mk::kExpL2Static);
+  EXPECT_EQ(full->order, ::ms::mk::ListOrder::kClaimsFirst);
+  EXPECT_EQ(full->gu_batch, 2);
+  EXPECT_EQ(full->down_batch, 4);
+  EXPECT_EQ(full->claim_gate, 0);
+  EXPECT_EQ(mk_tuning_name(*full), "order=claims_first,gu_batch=2,down_batch=4,claim_gate=0");
   auto back = parse_mk_tuning(mk_tuning_name(*full));
-  ASSERT_TRUE(back.is_ok()) << mk_tuning_name(*full);
-  EXPECT_TRUE(*back == *full) << mk_tuning_name(*full);
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_TRUE(*back == *full);
   // Applied on top of a base (the environment over the options).
-  auto over = parse_mk_tuning("claim_near", *full);
+  auto over = parse_mk_tuning("down_batch=8", *full);
   ASSERT_TRUE(over.is_ok());
-  EXPECT_EQ(over->experiments, mk::kExpL2Claims | mk::kExpL2Static | mk::kExpClaimNear);
-  EXPECT_EQ(over->order, ::ms::mk::ListOrder::kOProjBetween);
+  EXPECT_EQ(over->down_batch, 8);
+  EXPECT_EQ(over->gu_batch, 2);
+  EXPECT_EQ(over->order, ::ms::mk::ListOrder::kClaimsFirst);
   for (const auto& [spec, named] : std::vector<std::pair<std::string, std::string>>{
-           {"claim_near,fast", "'fast'"},
+           {"gu_batch=2,fast", "'fast'"},
            {"order=sideways", "'sideways'"},
-           {"l2_claim_kb=-1", "l2_claim_kb"},
-           {"l2_static_kb=12x", "'12x'"},
-           {"speed=11", "'speed'"}}) {
+           {"gu_batch=0", "gu_batch wants an integer in 1..64"},
+           {"down_batch=65", "down_batch"},
+           {"claim_gate=-2", "claim_gate"},
+           {"gu_batch=2x", "'2x'"},
+           {"gu_batch", "'gu_batch'"}}) {
     auto bad = parse_mk_tuning(spec);
     ASSERT_FALSE(bad.is_ok()) << spec;
     EXPECT_NE(bad.status().message().find(named), std::string::npos) << bad.status().message();

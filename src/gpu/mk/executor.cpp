@@ -64,10 +64,14 @@ Result<std::unique_ptr<MkExecutor>> MkExecutor::create(DeviceModel& model, cudaS
 }
 
 namespace {
-constexpr std::pair<const char*, uint32_t> kExperiments[] = {{"claim_near", mk::kExpClaimNear},
-                                                             {"route_nofence", mk::kExpRouteNoFence},
-                                                             {"l2_static", mk::kExpL2Static},
-                                                             {"l2_claims", mk::kExpL2Claims}};
+struct IntSetting {
+  const char* name;
+  int MkTuning::*field;
+  int lo, hi;
+};
+constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 1, 64},
+                                       {"down_batch", &MkTuning::down_batch, 1, 64},
+                                       {"claim_gate", &MkTuning::claim_gate, -1, 8}};
 }  // namespace
 
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
@@ -79,32 +83,23 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
     at = end + 1;
     if (tok.empty()) continue;
     const size_t eq = tok.find('=');
-    if (eq != std::string::npos) {
-      const std::string key = tok.substr(0, eq), val = tok.substr(eq + 1);
-      if (key == "order") {
-        MS_ASSIGN_OR_RETURN(t.order, ::ms::mk::parse_list_order(val));
-        continue;
-      }
-      if (key == "l2_static_kb" || key == "l2_claim_kb") {
-        char* e = nullptr;
-        const long v = std::strtol(val.c_str(), &e, 10);
-        if (val.empty() || *e != 0 || v < 0 || v > (1 << 20))
-          return invalid_argument("megakernel tuning: " + key + " wants kilobytes in 0..1048576, got '" + val + "'");
-        (key == "l2_static_kb" ? t.l2_static_kb : t.l2_claim_kb) = static_cast<int>(v);
-        continue;
-      }
-      return invalid_argument("megakernel tuning: unknown setting '" + key +
-                              "' (known: order, l2_static_kb, l2_claim_kb)");
+    const std::string key = tok.substr(0, eq), val = eq == std::string::npos ? "" : tok.substr(eq + 1);
+    if (key == "order" && eq != std::string::npos) {
+      MS_ASSIGN_OR_RETURN(t.order, ::ms::mk::parse_list_order(val));
+      continue;
     }
-    uint32_t bit = 0;
-    for (const auto& [n, b] : kExperiments)
-      if (tok == n) bit = b;
-    if (!bit) {
-      std::string known;
-      for (const auto& [n, b] : kExperiments) known += std::string(known.empty() ? "" : ", ") + n;
-      return invalid_argument("unknown megakernel experiment '" + tok + "' (known: " + known + ")");
-    }
-    t.experiments |= bit;
+    const IntSetting* set = nullptr;
+    for (const IntSetting& s : kIntSettings)
+      if (key == s.name) set = &s;
+    if (!set || eq == std::string::npos)
+      return invalid_argument("megakernel tuning: unknown setting '" + tok +
+                              "' (known: order=..., gu_batch=N, down_batch=N, claim_gate=N)");
+    char* e = nullptr;
+    const long v = std::strtol(val.c_str(), &e, 10);
+    if (val.empty() || *e != 0 || v < set->lo || v > set->hi)
+      return invalid_argument("megakernel tuning: " + key + " wants an integer in " + std::to_string(set->lo) + ".." +
+                              std::to_string(set->hi) + ", got '" + val + "'");
+    t.*(set->field) = static_cast<int>(v);
   }
   return t;
 }
@@ -113,11 +108,9 @@ std::string mk_tuning_name(const MkTuning& t) {
   const MkTuning def;
   std::string s;
   auto add = [&](const std::string& x) { s += (s.empty() ? "" : ",") + x; };
-  for (const auto& [n, b] : kExperiments)
-    if (t.experiments & b) add(n);
   if (t.order != def.order) add(std::string("order=") + ::ms::mk::list_order_name(t.order));
-  if (t.l2_static_kb != def.l2_static_kb) add("l2_static_kb=" + std::to_string(t.l2_static_kb));
-  if (t.l2_claim_kb != def.l2_claim_kb) add("l2_claim_kb=" + std::to_string(t.l2_claim_kb));
+  for (const IntSetting& set : kIntSettings)
+    if (t.*(set.field) != def.*(set.field)) add(std::string(set.name) + "=" + std::to_string(t.*(set.field)));
   return s.empty() ? "default" : s;
 }
 
@@ -390,9 +383,9 @@ Status MkExecutor::enqueue(const std::vector<SeqWork>& batch) {
   p.counters = counters_.get() + (epoch_ & 1) * bank;
   p.counters_next = counters_.get() + ((epoch_ + 1) & 1) * bank;
   p.timeline = opt_.record_timeline ? c->timeline.get() : nullptr;
-  p.experiments = opt_.tuning.experiments;
-  p.l2_static_bytes = uint32_t(opt_.tuning.l2_static_kb) * 1024u;
-  p.l2_claim_bytes = uint32_t(opt_.tuning.l2_claim_kb) * 1024u;
+  p.claim_batch_gu = opt_.tuning.gu_batch;
+  p.claim_batch_down = opt_.tuning.down_batch;
+  p.claim_gate = opt_.tuning.claim_gate;
   MS_RETURN_IF_ERROR(mk::launch_megakernel(p, kv_map_, stream_));
   MS_CUDA_RETURN(cudaEventRecord(done_, stream_));
   ++epoch_;

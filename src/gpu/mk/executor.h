@@ -31,27 +31,26 @@
 
 namespace ms::gpu {
 
-// A megakernel variant under measurement: kernel experiments (mk::kExp*
-// bits), the list order, and the L2 lookahead sizes the experiments use.
-// The shipped configuration is the default-constructed one; a variant is
-// timed against it in one process (bench decode --mk-variants) and the
-// winner becomes the default (STYLE.md: A/B variants live in the harness).
+// The megakernel's tuning: the list order and how the claim loops take
+// tiles. The default-constructed one is what ships; variants are timed
+// against it in one process (bench decode --mk-variants) and the winner
+// becomes the default (STYLE.md: A/B variants live in the harness; the
+// numbers of each round are in docs/megakernel.md).
 struct MkTuning {
-  uint32_t experiments = 0;
-  ::ms::mk::ListOrder order = ::ms::mk::ListOrder::kClaimsFirst;
-  // kExpL2Static: static weight tiles kept prefetched into L2 this far ahead
-  // of the ring, per SM.
-  int l2_static_kb = 128;
-  // kExpL2Claims: the claim queues' tiles kept prefetched into L2 this far
-  // ahead of the claims, over the whole device.
-  int l2_claim_kb = 8192;
+  // Measured on the H200 at 348f61c (docs/megakernel.md, round 4): bs 1 / 8K
+  // 4.24 ms with the O-projection between the claim loops vs 4.64 with the
+  // claims first; bs 8 13.95 vs 14.13.
+  ::ms::mk::ListOrder order = ::ms::mk::ListOrder::kOProjBetween;
+  int gu_batch = 1;     // gate/up tiles taken per atomic (Params::claim_batch_gu)
+  int down_batch = 1;   // down tiles taken per atomic
+  int claim_gate = -1;  // Params::claim_gate (-1: none)
   bool operator==(const MkTuning&) const = default;
 };
 
-// "default" or "" (the shipped tuning), else comma-separated tokens applied
-// to `base`: experiment names (claim_near, route_nofence, l2_static,
-// l2_claims), order=oproj_first|claims_first|oproj_between,
-// l2_static_kb=N, l2_claim_kb=N. An unknown token is an error that names it.
+// "default" or "" (the shipped tuning), else comma-separated settings
+// applied to `base`: order=oproj_first|claims_first|oproj_between,
+// gu_batch=N, down_batch=N (1..64), claim_gate=N (-1..8). An unknown or
+// malformed setting is an error that names it.
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning base = {});
 // The tuning as a spec parse_mk_tuning reads back ("default" when it is).
 std::string mk_tuning_name(const MkTuning& t);

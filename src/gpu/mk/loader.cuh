@@ -7,7 +7,6 @@
 // takes tiles from the claim queue one at a time as ring space frees.
 #pragma once
 
-#include "gpu/mk/l2_lookahead.cuh"
 #include "gpu/mk/smem.cuh"
 
 namespace ms::gpu::mk {
@@ -34,16 +33,11 @@ struct TileSrc {
   int ld = 0;
   RowMap map;
   int c0 = 0, k = 0;
-  __device__ __forceinline__ uint32_t bytes() const {
-    int n = 0;
-    for (int m = 0; m < kTileRows; ++m) n += map.row(m) >= 0;
-    return uint32_t(n) * uint32_t(k) * 2u;
-  }
 };
 
 // The weight tiles of the opcodes whose bytes are known from the list alone
 // (not the claims, not attention): tile t of instruction `in`. False: the
-// opcode streams no static weights.
+// opcode streams no weights of its own.
 __device__ __forceinline__ bool static_tile(const Params& p, const Instruction& in, int t, TileSrc* out) {
   const Dims& d = p.dims;
   const LayerPtrs* L = in.layer < d.n_layers ? &p.layers[in.layer] : nullptr;
@@ -88,32 +82,27 @@ class Loader {
 
   __device__ void run() {
     const uint32_t b = p_.sm_begin[blockIdx.x], e = p_.sm_begin[blockIdx.x + 1];
-    end_ = e;
-    pf_i_ = b;
     for (uint32_t i = b; i < e && ok_; ++i) {
       const Instruction in = p_.instrs[i];
       instr_ = i - b;
       at_ = site_of(instr_, in);
       issued_ = false;
-      issue(in, i);
+      issue(in);
       if (p_.timeline && lane_ == 0 && !issued_) p_.timeline[i].issue = 0;
     }
     if (!ok_) drain();
   }
 
  private:
-  __device__ void issue(const Instruction& in, uint32_t i) {
+  __device__ void issue(const Instruction& in) {
     const LayerPtrs* L = in.layer < p_.dims.n_layers ? &p_.layers[in.layer] : nullptr;
     TileSrc src;
     switch (in.op) {
       case Opcode::kAttention:
-        attention(in, *L, i);
+        attention(in, *L);
         break;
       case Opcode::kExpertGateUp:
       case Opcode::kExpertDown:
-        // The static tiles after the claim loop stream into L2 while the
-        // loader waits for the route and the ring holds expert tiles.
-        l2_static_advance(i + 1, 0);
         claims(in, *L);
         break;
       default:
@@ -121,71 +110,8 @@ class Loader {
         for (int t = in.gemv.tile0; t < in.gemv.tile0 + in.gemv.n_tiles && ok_; ++t) {
           static_tile(p_, in, t, &src);
           rows_tile(src.w, src.ld, src.map, src.c0, src.k, t);
-          l2_static_issued(i, t, src.bytes());
         }
         break;
-    }
-  }
-
-  // ---- L2 lookahead of the static bytes (experiment kExpL2Static) ----
-  // A cursor (instruction pf_i_, tile or attention stage pf_t_) runs ahead of
-  // the ring over the SM's list, prefetching into L2 the weight tiles of the
-  // static opcodes (16 lanes, a row each) and the K/V boxes of attention
-  // splits (the boxes the ring will copy), while the bytes prefetched and not
-  // yet issued into the ring are below l2_static_bytes. Claims are skipped
-  // (their tiles are known only once claimed: kExpL2Claims). At most
-  // kPfInstrs instructions are read per call, so a long stretch without
-  // static bytes never delays the ring by more than a few L2 round trips.
-  static constexpr int kPfInstrs = 4;
-  // The ring issued (i, t): its bytes leave the lookahead.
-  __device__ void l2_static_issued(uint32_t i, int t, uint32_t bytes) {
-    if (!(p_.experiments & kExpL2Static)) return;
-    if (i < pf_i_ || (i == pf_i_ && t < pf_t_)) {
-      pf_ahead_ -= int64_t(bytes);
-    } else {  // the cursor fell behind the ring: restart after this tile
-      pf_i_ = i;
-      pf_t_ = t + 1;
-      pf_ahead_ = 0;
-    }
-    l2_static_advance(i, t + 1);
-  }
-  // Moves the cursor to at least (i, t) and prefetches ahead.
-  __device__ void l2_static_advance(uint32_t i, int t) {
-    if (!(p_.experiments & kExpL2Static)) return;
-    if (pf_i_ < i || (pf_i_ == i && pf_t_ < t)) {
-      pf_i_ = i;
-      pf_t_ = t;
-      pf_ahead_ = 0;
-    }
-    const int64_t lead = int64_t(p_.l2_static_bytes);
-    for (int reads = 0; pf_i_ < end_ && pf_ahead_ < lead && reads < kPfInstrs; ++reads) {
-      const Instruction in = p_.instrs[pf_i_];
-      TileSrc src;
-      int t_end = 0;
-      if (in.op == Opcode::kAttention) {
-        const LayerPtrs& L = p_.layers[in.layer];
-        const ::ms::mk::SplitRange sr = split_of(in);
-        if (pf_t_ < sr.stage_begin) pf_t_ = sr.stage_begin;
-        for (; pf_t_ < sr.stage_end && pf_ahead_ < lead; ++pf_t_) {
-          KvBox b;
-          if (kv_box(in, L, sr, pf_t_, lane_, &b) && b.row < p_.kv_rows) tensor_prefetch_l2_2d(kv_map_, b.col, b.row);
-          pf_ahead_ += kv_stage_bytes();
-        }
-        t_end = sr.stage_end;
-      } else if (static_tile(p_, in, in.gemv.tile0, &src)) {
-        if (pf_t_ < in.gemv.tile0) pf_t_ = in.gemv.tile0;
-        t_end = in.gemv.tile0 + in.gemv.n_tiles;
-        for (; pf_t_ < t_end && pf_ahead_ < lead; ++pf_t_) {
-          static_tile(p_, in, pf_t_, &src);
-          const int64_t r = lane_ < kTileRows ? src.map.row(lane_) : -1;
-          if (r >= 0) prefetch_l2(src.w + r * src.ld + src.c0, uint32_t(src.k) * 2u);
-          pf_ahead_ += int64_t(src.bytes());
-        }
-      }
-      if (pf_t_ >= t_end) {
-        ++pf_i_;
-        pf_t_ = 0;
-      }
     }
   }
 
@@ -296,7 +222,7 @@ class Loader {
   __device__ __forceinline__ uint32_t kv_stage_bytes() const { return 2u * kStageKeys * p_.dims.head_dim * 2; }
 
   // K and V of the split's key stages, one ring position per 64 keys.
-  __device__ void attention(const Instruction& in, const LayerPtrs& L, uint32_t i) {
+  __device__ void attention(const Instruction& in, const LayerPtrs& L) {
     const ::ms::mk::SplitRange sr = split_of(in);
     const uint32_t bytes = kv_stage_bytes();
     for (int stg = sr.stage_begin; stg < sr.stage_end && ok_; ++stg) {
@@ -308,7 +234,6 @@ class Loader {
       KvBox b;
       if (kv_box(in, L, sr, stg, lane_, &b)) tensor_copy_2d(s_.stage[st] + b.dst, kv_map_, b.col, b.row, &s_.full[st], pol_);
       ++ring_.pos;
-      l2_static_issued(i, stg, bytes);
     }
   }
 
@@ -334,44 +259,49 @@ class Loader {
     // round trip per tile).
     for (int i = lane_; i < min(n_active, kMaxSelections); i += 32) s_.loader_expert[i] = __ldcg(p_.plan + 1 + i);
     __syncwarp();
-    // Experiment claim_near: no tile is taken while the consumers are more
-    // than one instruction behind (they would hold it, and with it every
-    // wait on its slot, until they get here).
-    if (p_.experiments & kExpClaimNear) {
+    // The claim gate: no tile is taken while the consumers are more than
+    // claim_gate instructions before the loop (they would hold it, and with
+    // it every wait on its expert, until they get here: docs/megakernel.md,
+    // round 4).
+    if (p_.claim_gate >= 0) {
       int near = 1;
-      if (lane_ == 0) near = wait_consumers(static_cast<int32_t>(instr_) - 1) ? 1 : 0;
+      if (lane_ == 0) near = wait_consumers(static_cast<int32_t>(instr_) - p_.claim_gate) ? 1 : 0;
       ok_ = __shfl_sync(0xffffffffu, near, 0) != 0;
       if (!ok_) return;
     }
-    // L2 lookahead of the queues (experiment kExpL2Claims): the tile
-    // l2_claim_bytes ahead of each claimed one (l2_lookahead.cuh).
-    ClaimLookahead la{L.experts_gate_up, L.experts_down, s_.loader_expert, d.hidden, d.moe_ffn, n_active,
-                      ::ms::mk::expert_gu_tiles(d), ::ms::mk::expert_down_tiles(d), 1, 1};
-    const bool l2 = (p_.experiments & kExpL2Claims) && n_active <= kMaxSelections;
-    claim_leads(d.hidden, d.moe_ffn, p_.l2_claim_bytes, &la.lead_gu, &la.lead_down);
-    // One claim ahead: the next tile's atomic is in flight while this one's
-    // copies are issued (a claimed tile is always loaded: the loop only ends
-    // on an empty queue, with no claim pending, or at max_claims, where none
-    // is taken ahead).
-    int next = 0;
-    if (lane_ == 0 && in.claim.max_claims > 0) next = static_cast<int>(atomicAdd(p_.counters + claim_ctr, 1u));
-    for (int c = 0; c < in.claim.max_claims && ok_; ++c) {
+    // Tiles are taken in runs of `batch` consecutive ones (one atomic a run;
+    // a run stays inside one expert when batch divides its tiles, so the
+    // consumers stage its activation once), one run ahead: the next run's
+    // atomic is in flight while the current run's last tile is issued. A
+    // taken tile is always loaded: the loop ends only on an empty queue (no
+    // run pending) or once max_claims tiles were taken (the runs are cut to
+    // fit), so every tile of the queue is run by whoever took it.
+    const int batch = max(1, gu ? p_.claim_batch_gu : p_.claim_batch_down);
+    const int max_claims = in.claim.max_claims;
+    int next = 0, next_n = 0, taken = 0;  // lane 0: the pending run and the tiles taken so far
+    auto take_run = [&]() {
+      next_n = min(batch, max_claims - taken);
+      if (next_n > 0) next = static_cast<int>(atomicAdd(p_.counters + claim_ctr, uint32_t(next_n)));
+      taken += next_n;
+    };
+    if (lane_ == 0) take_run();
+    int cur = 0, have = 0;  // the run being issued (every lane)
+    for (int c = 0; c < max_claims && ok_; ++c) {
       const int st = ring_.stage();
       if (!acquire(st)) return;
-      const int t = __shfl_sync(0xffffffffu, next, 0);
-      if (t >= n_tiles) {
+      if (have == 0) {
+        cur = __shfl_sync(0xffffffffu, next, 0);
+        have = __shfl_sync(0xffffffffu, next_n, 0);
+      }
+      const int t = cur;
+      if (have == 0 || t >= n_tiles) {
         publish_header(st, -1, 0);
         if (lane_ == 0) mbar_arrive(&s_.full[st]);
         ++ring_.pos;
         return;
       }
-      if (lane_ == 0 && c + 1 < in.claim.max_claims) next = static_cast<int>(atomicAdd(p_.counters + claim_ctr, 1u));
-      if (l2 && lane_ == 0) {
-        if (gu)
-          la.position(t + la.lead_gu);
-        else
-          la.down_tile(t + la.lead_down);
-      }
+      ++cur;
+      if (--have == 0 && lane_ == 0) take_run();
       const int slot = t / tpe, j = t % tpe;
       const int e = s_.loader_expert[min(slot, kMaxSelections - 1)];
       if (gu) {
@@ -395,12 +325,6 @@ class Loader {
   InstrSite at_;
   bool ok_ = true;
   bool issued_ = false;  // timeline: this instruction's first position was acquired
-  uint32_t end_ = 0;     // the SM's list ends here
-  // L2 lookahead cursor (kExpL2Static): the next static tile to prefetch and
-  // the bytes prefetched ahead of the ring.
-  uint32_t pf_i_ = 0;
-  int pf_t_ = 0;
-  int64_t pf_ahead_ = 0;
 };
 
 }  // namespace ms::gpu::mk

@@ -61,8 +61,8 @@ __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
     // round trip).
     if (i + 1 < e) prefetch_l1(p.instrs + i + 1);
     c.at = site_of(i - b, in);
-    // Experiment claim_near: where the consumers are, for the loader.
-    if ((p.experiments & kExpClaimNear) && c.tid() == 0)
+    // Where the consumers are, for the loader's claim gate.
+    if (p.claim_gate >= 0 && c.tid() == 0)
       *reinterpret_cast<volatile int32_t*>(&s.consumer_instr) = static_cast<int32_t>(i - b);
     c.t_data = 0;
     const uint64_t t_start = (p.timeline && c.tid() == 0) ? global_timer() : 0;

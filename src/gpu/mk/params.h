@@ -70,31 +70,6 @@ struct TimelineEntry {
 };
 static_assert(sizeof(TimelineEntry) == 48);
 
-// Kernel variants under measurement (bench decode --mk-variants, or the
-// environment's MEGASERVE_MK_EXPERIMENTS for the GPU tests): each is an A/B
-// against the default code path, kept until the numbers decide it.
-enum MkExperiment : uint32_t {
-  // The loader takes a claim loop's first tile only once the consumers have
-  // reached the instruction before the loop, so an SM whose consumers are
-  // still in attention does not hold expert tiles the others wait for.
-  kExpClaimNear = 1u << 0,
-  // The route publishes the routed-expert count and its down-done
-  // adjustment without a fence of their own (the route's release signal
-  // orders both).
-  kExpRouteNoFence = 1u << 2,
-  // L2 lookahead of the static weights: the loader keeps the weight tiles of
-  // the instructions after its ring's (QKV, O, router, dense FFN, LM head)
-  // prefetched into L2 up to l2_static_bytes ahead, so DRAM keeps streaming
-  // while the ring is blocked behind a dependency wait or a claim loop.
-  kExpL2Static = 1u << 3,
-  // L2 lookahead of the claim queues: the route prefetches the first
-  // l2_claim_bytes of the gate/up queue's tiles, and whoever claims a tile
-  // prefetches the one that far ahead in the queue (gate/up, then down), so
-  // expert weights stream at DRAM speed from the route on instead of at the
-  // pace of each SM's five ring stages.
-  kExpL2Claims = 1u << 4,
-};
-
 struct Params {
   // Instruction lists: SM s runs instrs[sm_begin[s], sm_begin[s + 1]).
   const Instruction* instrs = nullptr;
@@ -140,11 +115,14 @@ struct Params {
   uint16_t* shared_act = nullptr;   // (R, S) bf16
   float* shared_part = nullptr;     // (down_slices(S), R, H)
   float* logits = nullptr;          // (R, V)
-  // Variants of the kernel being measured against the default (kExp* bits,
-  // MkTuning::experiments): off unless asked for.
-  uint32_t experiments = 0;
-  uint32_t l2_static_bytes = 0;  // kExpL2Static: lookahead per SM
-  uint32_t l2_claim_bytes = 0;   // kExpL2Claims: lookahead of the claim queues (whole device)
+  // Claim loops (MkTuning, measured by bench decode --mk-variants): tiles
+  // taken per atomic from the gate/up and the down queue (consecutive tiles,
+  // so one expert's: one activation staging for the run), and how close the
+  // consumers must be before the loader takes a loop's first tile (-1: no
+  // limit; n: the consumers have started the instruction n before the loop).
+  int32_t claim_batch_gu = 1;
+  int32_t claim_batch_down = 1;
+  int32_t claim_gate = -1;
   // Watchdog and diagnostics.
   uint64_t watchdog_ns = 0;
   MkError* error = nullptr;

@@ -71,12 +71,6 @@ __device__ __forceinline__ uint64_t policy_evict_first() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
   return p;
 }
-// A hint: `bytes` (a multiple of 16, 16-byte aligned) from global memory
-// into L2, asynchronously (no completion to wait for; weights only, which
-// nothing writes during a step).
-__device__ __forceinline__ void prefetch_l2(const void* gmem_src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(gmem_src), "r"(bytes) : "memory");
-}
 // bytes: a multiple of 16; both addresses 16-byte aligned.
 __device__ __forceinline__ void bulk_copy(void* smem_dst, const void* gmem_src, uint32_t bytes, uint64_t* bar,
                                           uint64_t policy) {
@@ -95,14 +89,6 @@ __device__ __forceinline__ void tensor_copy_2d(void* smem_dst, const CUtensorMap
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "l"(policy)
       : "memory");
 }
-// The same box of a 2D tensor map into L2 only (a hint, no completion).
-__device__ __forceinline__ void tensor_prefetch_l2_2d(const CUtensorMap* map, int32_t c0, int32_t c1) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(c0), "r"(c1)
-               : "memory");
-}
-
 // ---- watchdog ----
 enum ErrorCode : uint32_t { kErrNone = 0, kErrCounterTimeout = 1, kErrStageTimeout = 2, kErrBadInstruction = 3 };
 

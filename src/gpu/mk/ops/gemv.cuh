@@ -140,33 +140,52 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
 
 // kRouter: 16 experts x H, fp32 input. Warp w owns experts 2w, 2w + 1 of the
 // tile: lane l dots columns l * 8 + 256 u of each k-chunk (the layered
-// router's per-lane order), then a warp sum; the chunk's fp32 input rows are
-// staged in the activation buffer.
+// router's per-lane order), then a warp sum. The fp32 input rows sit in the
+// activation buffer: every chunk's rows at once (row ch * R + n) when they
+// fit (R x chunks <= 8: batch <= 4 at NMC's 2048), so the router pays one L2
+// round trip for its input instead of one per chunk after the previous
+// chunk's math; else chunk by chunk.
 __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
   const Params& p = c.p;
   const Dims& d = p.dims;
   const int R = p.rows, H = d.hidden;
   const int second = d.parallel_block ? 0 : 1;
+  const int n_chunks = (H + kStageCols - 1) / kStageCols;
+  const bool all_at_once = R * n_chunks <= kMaxRows;
+  // Stages the fp32 rows of columns [c0, c0 + nc) into activation rows
+  // [base, base + R) (4 bytes a column: 16-byte pieces).
+  auto stage = [&](int c0, int nc, int base) {
+    for (int i = c.tid(); i < R * nc / 4; i += kConsumerThreads) {
+      const int n = i / (nc / 4), q = i % (nc / 4);
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(p.hf + int64_t(n) * H + c0) + q);
+      *reinterpret_cast<float4*>(c.s.act + (base + n) * kActStride + q * 16) = v;
+    }
+  };
+  if (all_at_once) {
+    const ActTag tag = act_tag(kActHf, in.layer, second, 0, H, 1);
+    if (tag != c.act) {
+      for (int ch = 0; ch < n_chunks; ++ch) stage(ch * kStageCols, min(kStageCols, H - ch * kStageCols), ch * R);
+      consumer_sync();
+      c.act = tag;
+    }
+  }
   for (int t = in.gemv.tile0; t < in.gemv.tile0 + in.gemv.n_tiles; ++t) {
     float acc[2][kMaxRows];
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
       for (int n = 0; n < kMaxRows; ++n) acc[j][n] = 0.f;
-    const int n_chunks = (H + kStageCols - 1) / kStageCols;
     for (int ch = 0; ch < n_chunks; ++ch) {
       const int c0 = ch * kStageCols, nc = min(kStageCols, H - c0);
-      // fp32 rows of the chunk (4 bytes a column: stage as bf16 pairs of 16-byte pieces).
-      const ActTag tag = act_tag(kActHf, in.layer, second, c0, nc, 0);
-      if (tag != c.act) {
-        for (int i = c.tid(); i < R * nc / 4; i += kConsumerThreads) {
-          const int n = i / (nc / 4), q = i % (nc / 4);
-          const float4 v = __ldcg(reinterpret_cast<const float4*>(p.hf + int64_t(n) * H + c0) + q);
-          *reinterpret_cast<float4*>(c.s.act + n * kActStride + q * 16) = v;
+      if (!all_at_once) {
+        const ActTag tag = act_tag(kActHf, in.layer, second, c0, nc, 0);
+        if (tag != c.act) {
+          stage(c0, nc, 0);
+          consumer_sync();
+          c.act = tag;
         }
-        consumer_sync();
-        c.act = tag;
       }
+      const int base = all_at_once ? ch * R : 0;
       const bool have = c.acquire(t, ch);
       const unsigned char* st = c.stage();
 #pragma unroll
@@ -181,7 +200,7 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
 #pragma unroll
             for (int n = 0; n < kMaxRows; ++n) {
               if (n < R) {
-                const float* x = reinterpret_cast<const float*>(c.s.act + n * kActStride) + col;
+                const float* x = reinterpret_cast<const float*>(c.s.act + (base + n) * kActStride) + col;
                 float a = acc[j][n];
 #pragma unroll
                 for (int e = 0; e < 8; ++e) a = fmaf(wf[e], x[e], a);
@@ -192,15 +211,17 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
         }
       }
       c.release();
-      consumer_sync();  // every warp is done with the staged rows before the next chunk's
+      if (!all_at_once) consumer_sync();  // every warp is done with the staged rows before the next chunk's
     }
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int e = t * kTileRows + 2 * c.warp() + j;
 #pragma unroll
       for (int n = 0; n < kMaxRows; ++n) {
-        const float v = warp_sum(acc[j][n]);
-        if (c.lane() == 0 && n < R && e < d.n_experts) p.router_logits[int64_t(n) * d.n_experts + e] = v;
+        if (n < R) {  // uniform: rows past the step's skip their reductions
+          const float v = warp_sum(acc[j][n]);
+          if (c.lane() == 0 && e < d.n_experts) p.router_logits[int64_t(n) * d.n_experts + e] = v;
+        }
       }
     }
   }

@@ -3,7 +3,6 @@
 #pragma once
 
 #include "gpu/mk/consumer_ctx.cuh"
-#include "gpu/mk/l2_lookahead.cuh"
 #include "gpu/ops/moe_route.cuh"
 
 namespace ms::gpu::mk {
@@ -162,7 +161,6 @@ __device__ __forceinline__ bool op_route(Ctx& c, const Instruction& in) {
   int32_t* cursor = cnt + 256;                                     // (E)
   float* sel_val = reinterpret_cast<float*>(cursor + 256);         // (R, 32)
   int32_t* sel_id = reinterpret_cast<int32_t*>(sel_val + kMaxRows * kRouteMaxK);  // (R, 32)
-  int32_t* slot_expert = sel_id + kMaxRows * kRouteMaxK;                           // (E): the plan's active list
   int32_t* plan = p.plan;
   int32_t *active = plan + 1, *offset = plan + 1 + E, *count = plan + 1 + 2 * E, *members = plan + 1 + 3 * E;
   for (int e = c.tid(); e < E; e += kConsumerThreads) cnt[e] = 0;
@@ -203,7 +201,6 @@ __device__ __forceinline__ bool op_route(Ctx& c, const Instruction& in) {
       const int e = c.lane() * per + i;
       if (e < E && cnt[e] > 0) {
         active[n] = e;
-        slot_expert[n] = e;
         offset[n] = at;
         count[n] = cnt[e];
         cursor[e] = at;
@@ -218,15 +215,6 @@ __device__ __forceinline__ bool op_route(Ctx& c, const Instruction& in) {
   }
   consumer_sync();
   const int n_active = c.s.flag;
-  // L2 lookahead (experiment kExpL2Claims): the first l2_claim_bytes of the
-  // queues stream into L2 now; the claimers keep the lead (l2_lookahead.cuh).
-  if ((p.experiments & kExpL2Claims) && !c.drain && n_active <= E) {
-    const LayerPtrs& L = p.layers[in.layer];
-    ClaimLookahead la{L.experts_gate_up, L.experts_down, slot_expert, d.hidden, d.moe_ffn, n_active,
-                      ::ms::mk::expert_gu_tiles(d), ::ms::mk::expert_down_tiles(d), 1, 1};
-    claim_leads(d.hidden, d.moe_ffn, p.l2_claim_bytes, &la.lead_gu, &la.lead_down);
-    for (int v = c.tid(); v < la.lead_gu; v += kConsumerThreads) la.position(v);
-  }
   // Members in selection order within each expert (the interpreter's plan):
   // selection s goes after the earlier selections of its expert.
   for (int s = c.tid(); s < R * K; s += kConsumerThreads) {
@@ -239,15 +227,8 @@ __device__ __forceinline__ bool op_route(Ctx& c, const Instruction& in) {
   if (c.tid() == 0 && !c.drain) {
     p.counters[p.ctr.n_active(in.layer)] = uint32_t(n_active);
     const uint32_t adjust = uint32_t(1 - n_active * ::ms::mk::expert_down_tiles(d));
-    if (p.experiments & kExpRouteNoFence) {
-      // The route's release signal (after this instruction) orders the store
-      // and the add before any wait on the route; the down tiles add only
-      // after acquiring it, and the next norm needs all of them.
-      red_relaxed_add(p.counters + p.ctr.down_done(in.layer), adjust);
-    } else {
-      __threadfence();
-      atomicAdd(p.counters + p.ctr.down_done(in.layer), adjust);
-    }
+    __threadfence();
+    atomicAdd(p.counters + p.ctr.down_done(in.layer), adjust);
   }
   return true;
 }
