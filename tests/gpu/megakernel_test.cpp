@@ -808,13 +808,21 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
     EXPECT_TRUE(*t == MkTuning{});
   }
   EXPECT_EQ(mk_tuning_name(MkTuning{}), "default");
-  auto full = parse_mk_tuning(",gu_batch=2,order=claims_first,down_batch=4,,claim_gate=0");
+  auto full = parse_mk_tuning(",gu_batch=3,order=claims_first,down_batch=5,,gu_gate=-1,down_gate=2,route_fused=1");
   ASSERT_TRUE(full.is_ok()) << full.status().to_string();
   EXPECT_EQ(full->order, ::ms::mk::ListOrder::kClaimsFirst);
-  EXPECT_EQ(full->gu_batch, 2);
-  EXPECT_EQ(full->down_batch, 4);
-  EXPECT_EQ(full->claim_gate, 0);
-  EXPECT_EQ(mk_tuning_name(*full), "order=claims_first,gu_batch=2,down_batch=4,claim_gate=0");
+  EXPECT_EQ(full->gu_batch, 3);
+  EXPECT_EQ(full->down_batch, 5);
+  EXPECT_EQ(full->gu_gate, -1);
+  EXPECT_EQ(full->down_gate, 2);
+  EXPECT_EQ(full->route_fused, 1);
+  EXPECT_EQ(mk_tuning_name(*full), "order=claims_first,gu_batch=3,down_batch=5,gu_gate=-1,down_gate=2,route_fused=1");
+  // Runs by rows unless set.
+  EXPECT_EQ(MkTuning{}.gu_run(1), 2);
+  EXPECT_EQ(MkTuning{}.down_run(2), 4);
+  EXPECT_EQ(MkTuning{}.gu_run(3), 4);
+  EXPECT_EQ(MkTuning{}.down_run(8), 8);
+  EXPECT_EQ(full->gu_run(8), 3);
   auto back = parse_mk_tuning(mk_tuning_name(*full));
   ASSERT_TRUE(back.is_ok());
   EXPECT_TRUE(*back == *full);
@@ -822,14 +830,15 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   auto over = parse_mk_tuning("down_batch=8", *full);
   ASSERT_TRUE(over.is_ok());
   EXPECT_EQ(over->down_batch, 8);
-  EXPECT_EQ(over->gu_batch, 2);
+  EXPECT_EQ(over->gu_batch, 3);
   EXPECT_EQ(over->order, ::ms::mk::ListOrder::kClaimsFirst);
   for (const auto& [spec, named] : std::vector<std::pair<std::string, std::string>>{
            {"gu_batch=2,fast", "'fast'"},
            {"order=sideways", "'sideways'"},
-           {"gu_batch=0", "gu_batch wants an integer in 1..64"},
+           {"gu_batch=-1", "gu_batch wants an integer in 0..64"},
            {"down_batch=65", "down_batch"},
-           {"claim_gate=-2", "claim_gate"},
+           {"down_gate=-2", "down_gate"},
+           {"route_fused=2", "route_fused"},
            {"gu_batch=2x", "'2x'"},
            {"gu_batch", "'gu_batch'"}}) {
     auto bad = parse_mk_tuning(spec);

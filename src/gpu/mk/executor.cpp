@@ -69,9 +69,11 @@ struct IntSetting {
   int MkTuning::*field;
   int lo, hi;
 };
-constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 1, 64},
-                                       {"down_batch", &MkTuning::down_batch, 1, 64},
-                                       {"claim_gate", &MkTuning::claim_gate, -1, 8}};
+constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 0, 64},
+                                       {"down_batch", &MkTuning::down_batch, 0, 64},
+                                       {"gu_gate", &MkTuning::gu_gate, -1, 8},
+                                       {"down_gate", &MkTuning::down_gate, -1, 8},
+                                       {"route_fused", &MkTuning::route_fused, 0, 1}};
 }  // namespace
 
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
@@ -93,7 +95,7 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
       if (key == s.name) set = &s;
     if (!set || eq == std::string::npos)
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
-                              "' (known: order=..., gu_batch=N, down_batch=N, claim_gate=N)");
+                              "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, route_fused=0|1)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
     if (val.empty() || *e != 0 || v < set->lo || v > set->hi)
@@ -383,9 +385,11 @@ Status MkExecutor::enqueue(const std::vector<SeqWork>& batch) {
   p.counters = counters_.get() + (epoch_ & 1) * bank;
   p.counters_next = counters_.get() + ((epoch_ + 1) & 1) * bank;
   p.timeline = opt_.record_timeline ? c->timeline.get() : nullptr;
-  p.claim_batch_gu = opt_.tuning.gu_batch;
-  p.claim_batch_down = opt_.tuning.down_batch;
-  p.claim_gate = opt_.tuning.claim_gate;
+  p.claim_batch_gu = opt_.tuning.gu_run(R);
+  p.claim_batch_down = opt_.tuning.down_run(R);
+  p.gate_gu = opt_.tuning.gu_gate;
+  p.gate_down = opt_.tuning.down_gate;
+  p.route_fused = opt_.tuning.route_fused;
   MS_RETURN_IF_ERROR(mk::launch_megakernel(p, kv_map_, stream_));
   MS_CUDA_RETURN(cudaEventRecord(done_, stream_));
   ++epoch_;

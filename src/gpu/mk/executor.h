@@ -41,16 +41,27 @@ struct MkTuning {
   // 4.24 ms with the O-projection between the claim loops vs 4.64 with the
   // claims first; bs 8 13.95 vs 14.13.
   ::ms::mk::ListOrder order = ::ms::mk::ListOrder::kOProjBetween;
-  int gu_batch = 1;     // gate/up tiles taken per atomic (Params::claim_batch_gu)
-  int down_batch = 1;   // down tiles taken per atomic
-  int claim_gate = -1;  // Params::claim_gate (-1: none)
+  // Tiles taken per atomic (Params::claim_batch_*); 0: by the step's rows,
+  // 2 / 4 (gate/up / down) up to 2 rows, else 4 / 8, the best measured at
+  // 0f419a4 (round 5: bs 1 runs of 4 / 8 were slower than 2 / 4, bs 8 the
+  // other way round).
+  int gu_batch = 0;
+  int down_batch = 0;
+  // Params::gate_gu / gate_down (-1: none). Measured at 0f419a4: gate 0 for
+  // both loops, bs 1 / 8K 4.30 -> 3.99 ms; bs 8 neutral with runs.
+  int gu_gate = 0;
+  int down_gate = 0;
+  int route_fused = 0;  // Params::route_fused
   bool operator==(const MkTuning&) const = default;
+  int gu_run(int rows) const { return gu_batch > 0 ? gu_batch : rows <= 2 ? 2 : 4; }
+  int down_run(int rows) const { return down_batch > 0 ? down_batch : rows <= 2 ? 4 : 8; }
 };
 
 // "default" or "" (the shipped tuning), else comma-separated settings
 // applied to `base`: order=oproj_first|claims_first|oproj_between,
-// gu_batch=N, down_batch=N (1..64), claim_gate=N (-1..8). An unknown or
-// malformed setting is an error that names it.
+// gu_batch=N, down_batch=N (0..64, 0: by rows), gu_gate=N, down_gate=N
+// (-1..8), route_fused=0|1. An unknown or malformed setting is an error
+// that names it.
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning base = {});
 // The tuning as a spec parse_mk_tuning reads back ("default" when it is).
 std::string mk_tuning_name(const MkTuning& t);

@@ -260,12 +260,13 @@ class Loader {
     for (int i = lane_; i < min(n_active, kMaxSelections); i += 32) s_.loader_expert[i] = __ldcg(p_.plan + 1 + i);
     __syncwarp();
     // The claim gate: no tile is taken while the consumers are more than
-    // claim_gate instructions before the loop (they would hold it, and with
+    // `gate` instructions before the loop (they would hold it, and with
     // it every wait on its expert, until they get here: docs/megakernel.md,
     // round 4).
-    if (p_.claim_gate >= 0) {
+    const int gate = gu ? p_.gate_gu : p_.gate_down;
+    if (gate >= 0) {
       int near = 1;
-      if (lane_ == 0) near = wait_consumers(static_cast<int32_t>(instr_) - p_.claim_gate) ? 1 : 0;
+      if (lane_ == 0) near = wait_consumers(static_cast<int32_t>(instr_) - gate) ? 1 : 0;
       ok_ = __shfl_sync(0xffffffffu, near, 0) != 0;
       if (!ok_) return;
     }

@@ -140,85 +140,99 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
 
 // kRouter: 16 experts x H, fp32 input. Warp w owns experts 2w, 2w + 1 of the
 // tile: lane l dots columns l * 8 + 256 u of each k-chunk (the layered
-// router's per-lane order), then a warp sum. The fp32 input rows sit in the
-// activation buffer: every chunk's rows at once (row ch * R + n) when they
-// fit (R x chunks <= 8: batch <= 4 at NMC's 2048), so the router pays one L2
-// round trip for its input instead of one per chunk after the previous
-// chunk's math; else chunk by chunk.
+// router's per-lane order), then a warp sum; the chunk's fp32 input rows are
+// staged in the activation buffer. At batch 1 a lane reads its 8 input
+// columns as two 16-byte loads, once for both experts: as 8 scalar loads per
+// expert (lanes 32 bytes apart: 8-way bank conflicts) they were, by count,
+// ~4.7 us of a router tile's ~8 (docs/megakernel.md, round 5; the same
+// products in the same order). More rows keep the scalar loads: a 16-byte
+// variant for them spilled (all rows' inputs in flight at once).
 __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
   const Params& p = c.p;
   const Dims& d = p.dims;
   const int R = p.rows, H = d.hidden;
   const int second = d.parallel_block ? 0 : 1;
-  const int n_chunks = (H + kStageCols - 1) / kStageCols;
-  const bool all_at_once = R * n_chunks <= kMaxRows;
-  // Stages the fp32 rows of columns [c0, c0 + nc) into activation rows
-  // [base, base + R) (4 bytes a column: 16-byte pieces).
-  auto stage = [&](int c0, int nc, int base) {
-    for (int i = c.tid(); i < R * nc / 4; i += kConsumerThreads) {
-      const int n = i / (nc / 4), q = i % (nc / 4);
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(p.hf + int64_t(n) * H + c0) + q);
-      *reinterpret_cast<float4*>(c.s.act + (base + n) * kActStride + q * 16) = v;
-    }
-  };
-  if (all_at_once) {
-    const ActTag tag = act_tag(kActHf, in.layer, second, 0, H, 1);
-    if (tag != c.act) {
-      for (int ch = 0; ch < n_chunks; ++ch) stage(ch * kStageCols, min(kStageCols, H - ch * kStageCols), ch * R);
-      consumer_sync();
-      c.act = tag;
-    }
-  }
   for (int t = in.gemv.tile0; t < in.gemv.tile0 + in.gemv.n_tiles; ++t) {
     float acc[2][kMaxRows];
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
       for (int n = 0; n < kMaxRows; ++n) acc[j][n] = 0.f;
+    const int n_chunks = (H + kStageCols - 1) / kStageCols;
     for (int ch = 0; ch < n_chunks; ++ch) {
       const int c0 = ch * kStageCols, nc = min(kStageCols, H - c0);
-      if (!all_at_once) {
-        const ActTag tag = act_tag(kActHf, in.layer, second, c0, nc, 0);
-        if (tag != c.act) {
-          stage(c0, nc, 0);
-          consumer_sync();
-          c.act = tag;
+      // fp32 rows of the chunk (4 bytes a column: stage as bf16 pairs of 16-byte pieces).
+      const ActTag tag = act_tag(kActHf, in.layer, second, c0, nc, 0);
+      if (tag != c.act) {
+        for (int i = c.tid(); i < R * nc / 4; i += kConsumerThreads) {
+          const int n = i / (nc / 4), q = i % (nc / 4);
+          const float4 v = __ldcg(reinterpret_cast<const float4*>(p.hf + int64_t(n) * H + c0) + q);
+          *reinterpret_cast<float4*>(c.s.act + n * kActStride + q * 16) = v;
         }
+        consumer_sync();
+        c.act = tag;
       }
-      const int base = all_at_once ? ch * R : 0;
       const bool have = c.acquire(t, ch);
       const unsigned char* st = c.stage();
-#pragma unroll
-      for (int j = 0; have && j < 2; ++j) {
-        const int m = 2 * c.warp() + j;
+      if (R == 1) {
+        // One row (uniform branch): its 8 input columns as two 16-byte loads
+        // per u, used for both experts.
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
           const int col = c.lane() * 8 + u * 256;
-          if (col < nc) {
-            float wf[8];
-            bf16x8_to_f32(*reinterpret_cast<const uint4*>(st + m * kRowBytes + col * 2), wf);
+          if (have && col < nc) {
+            const float4* xp = reinterpret_cast<const float4*>(c.s.act + col * 4);
+            const float4 x0 = xp[0], x1 = xp[1];
 #pragma unroll
-            for (int n = 0; n < kMaxRows; ++n) {
-              if (n < R) {
-                const float* x = reinterpret_cast<const float*>(c.s.act + (base + n) * kActStride) + col;
-                float a = acc[j][n];
+            for (int j = 0; j < 2; ++j) {
+              float wf[8];
+              bf16x8_to_f32(*reinterpret_cast<const uint4*>(st + (2 * c.warp() + j) * kRowBytes + col * 2), wf);
+              float a = acc[j][0];
+              a = fmaf(wf[0], x0.x, a);
+              a = fmaf(wf[1], x0.y, a);
+              a = fmaf(wf[2], x0.z, a);
+              a = fmaf(wf[3], x0.w, a);
+              a = fmaf(wf[4], x1.x, a);
+              a = fmaf(wf[5], x1.y, a);
+              a = fmaf(wf[6], x1.z, a);
+              a = fmaf(wf[7], x1.w, a);
+              acc[j][0] = a;
+            }
+          }
+        }
+      } else {
 #pragma unroll
-                for (int e = 0; e < 8; ++e) a = fmaf(wf[e], x[e], a);
-                acc[j][n] = a;
+        for (int j = 0; have && j < 2; ++j) {
+          const int m = 2 * c.warp() + j;
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const int col = c.lane() * 8 + u * 256;
+            if (col < nc) {
+              float wf[8];
+              bf16x8_to_f32(*reinterpret_cast<const uint4*>(st + m * kRowBytes + col * 2), wf);
+#pragma unroll
+              for (int n = 0; n < kMaxRows; ++n) {
+                if (n < R) {
+                  const float* x = reinterpret_cast<const float*>(c.s.act + n * kActStride) + col;
+                  float a = acc[j][n];
+#pragma unroll
+                  for (int e = 0; e < 8; ++e) a = fmaf(wf[e], x[e], a);
+                  acc[j][n] = a;
+                }
               }
             }
           }
         }
       }
       c.release();
-      if (!all_at_once) consumer_sync();  // every warp is done with the staged rows before the next chunk's
+      consumer_sync();  // every warp is done with the staged rows before the next chunk's
     }
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int e = t * kTileRows + 2 * c.warp() + j;
 #pragma unroll
       for (int n = 0; n < kMaxRows; ++n) {
-        if (n < R) {  // uniform: rows past the step's skip their reductions
+        if (n < R) {  // uniform: rows past the step skip their reductions
           const float v = warp_sum(acc[j][n]);
           if (c.lane() == 0 && e < d.n_experts) p.router_logits[int64_t(n) * d.n_experts + e] = v;
         }

@@ -114,6 +114,7 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
       }
     }
   }
+  if (p.timeline && c.tid() == 0) c.t_data = global_timer();  // timeline: the sources are summed
 #pragma unroll
   for (int j = 0; j < kNormQuads; ++j) {
     const int q = c.tid() + j * kConsumerThreads;
@@ -153,7 +154,7 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
 // the plan lists the routed experts ascending with their members (selection
 // ids n * K + k), the layout of moe_plan_view. Then "down done" gets
 // 1 - routed experts x down tiles, so the next norm's static target holds.
-__device__ __forceinline__ bool op_route(Ctx& c, const Instruction& in) {
+__device__ __forceinline__ bool op_route(Ctx& c, int layer) {
   const Params& p = c.p;
   const Dims& d = p.dims;
   const int R = p.rows, E = d.n_experts, K = d.top_k;
@@ -168,14 +169,15 @@ __device__ __forceinline__ bool op_route(Ctx& c, const Instruction& in) {
     route_token(p.router_logits, c.warp(), E, K, d.router_sigmoid, d.softmax_over_topk, d.norm_topk_prob, p.topk_ids,
                 p.topk_w, sel_val + c.warp() * kRouteMaxK, sel_id + c.warp() * kRouteMaxK);
   consumer_sync();
+  if (p.timeline && c.tid() == 0 && c.t_data == 0) c.t_data = global_timer();  // timeline: top-k done
   for (int s = c.tid(); s < R * K; s += kConsumerThreads) {
     const int id = sel_id[(s / K) * kRouteMaxK + s % K];
     atomicAdd(&cnt[id], 1);
-    if (p.routing_log) p.routing_log[(int64_t(in.layer) * R) * K + s] = id;
+    if (p.routing_log) p.routing_log[(int64_t(layer) * R) * K + s] = id;
   }
   if (p.router_log)
     for (int i = c.tid(); i < R * E; i += kConsumerThreads)
-      p.router_log[int64_t(in.layer) * R * E + i] = __ldcg(p.router_logits + i);
+      p.router_log[int64_t(layer) * R * E + i] = __ldcg(p.router_logits + i);
   consumer_sync();
   if (c.warp() == 0) {  // compaction: lane l owns experts [l * per, (l + 1) * per)
     const int per = (E + 31) / 32;
@@ -225,12 +227,31 @@ __device__ __forceinline__ bool op_route(Ctx& c, const Instruction& in) {
   }
   consumer_sync();
   if (c.tid() == 0 && !c.drain) {
-    p.counters[p.ctr.n_active(in.layer)] = uint32_t(n_active);
+    p.counters[p.ctr.n_active(layer)] = uint32_t(n_active);
     const uint32_t adjust = uint32_t(1 - n_active * ::ms::mk::expert_down_tiles(d));
     __threadfence();
-    atomicAdd(p.counters + p.ctr.down_done(in.layer), adjust);
+    atomicAdd(p.counters + p.ctr.down_done(layer), adjust);
   }
   return true;
+}
+
+// Params::route_fused, after a router tile: the tile publishes its logits
+// (release) and counts itself on the layer's router counter; true for the
+// tile that counts last (acquire), which then routes the layer and signals
+// kRoute's counter (execute), so the route starts without a dependency hop
+// of its own. The schedule places one router tile per instruction
+// (check_schedule), so the last count is router_tiles(d).
+__device__ __forceinline__ bool router_was_last(Ctx& c, const Instruction& in) {
+  const Params& p = c.p;
+  consumer_sync();  // every warp's logits are written
+  int32_t last = 0;
+  if (c.tid() == 0 && !c.drain) {
+    __threadfence();
+    const uint32_t before = atomicAdd(p.counters + p.ctr.router(in.layer), 1u);
+    __threadfence();
+    last = before + 1 == uint32_t(::ms::mk::router_tiles(p.dims)) ? 1 : 0;
+  }
+  return c.broadcast(last) != 0;
 }
 
 }  // namespace ms::gpu::mk
