@@ -529,10 +529,11 @@ TEST(MkTimeline, RecordsEveryInstruction) {
     EXPECT_LE(tl[i].ready, tl[i].end) << i;
     EXPECT_GT(tl[i].start, 0u) << i;
     const auto op = s.instrs[i].op;
-    // Norms and routes read no ring position: their data time marks a point
-    // inside them (sources summed, top-k done); combines record none.
-    const bool ringless =
-        op == ::ms::mk::Opcode::kNorm || op == ::ms::mk::Opcode::kRoute || op == ::ms::mk::Opcode::kAttnCombine;
+    // Norms (also the final one) and routes read no ring position: their
+    // data time marks a point inside them (sources summed, top-k done);
+    // combines record none.
+    const bool norm = op == ::ms::mk::Opcode::kNorm || op == ::ms::mk::Opcode::kFinalNorm;
+    const bool ringless = norm || op == ::ms::mk::Opcode::kRoute || op == ::ms::mk::Opcode::kAttnCombine;
     if (tl[i].data != 0) {
       EXPECT_LE(tl[i].ready, tl[i].data) << i;
       EXPECT_LE(tl[i].data, tl[i].end) << i;
@@ -549,7 +550,7 @@ TEST(MkTimeline, RecordsEveryInstruction) {
         op == ::ms::mk::Opcode::kLmHead)
       EXPECT_GT(tl[i].data, 0u) << i;
     if (ringless) EXPECT_EQ(tl[i].issue, 0u) << i;
-    if (op == ::ms::mk::Opcode::kNorm || op == ::ms::mk::Opcode::kRoute) EXPECT_GT(tl[i].data, 0u) << i;
+    if (norm || op == ::ms::mk::Opcode::kRoute) EXPECT_GT(tl[i].data, 0u) << i;
     if (op == ::ms::mk::Opcode::kAttnCombine) EXPECT_EQ(tl[i].data, 0u) << i;
   }
 }
