@@ -6,7 +6,7 @@
 #      the demo model against HF, determinism, timeline, watchdog (stops here
 #      when one fails);
 #   3. MK_CHECK="spec spec ...": each variant (a bench decode --mk-variants
-#      spec, e.g. "route_fused=1,down_gate=2") checked the same way under
+#      spec, e.g. "gu_batch=4,down_gate=2") checked the same way under
 #      MEGASERVE_MK_EXPERIMENTS (MkVsVm but its two 3-layer cases, and
 #      MkDemo); a variant that fails is reported and left out of the bench;
 #   4. `bench decode` on the full NMC shape in one process: the layered path

@@ -814,15 +814,14 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
     EXPECT_TRUE(*t == MkTuning{});
   }
   EXPECT_EQ(mk_tuning_name(MkTuning{}), "default");
-  auto full = parse_mk_tuning(",gu_batch=3,order=claims_first,down_batch=5,,gu_gate=-1,down_gate=2,route_fused=1");
+  auto full = parse_mk_tuning(",gu_batch=3,order=claims_first,down_batch=5,,gu_gate=-1,down_gate=2");
   ASSERT_TRUE(full.is_ok()) << full.status().to_string();
   EXPECT_EQ(full->order, ::ms::mk::ListOrder::kClaimsFirst);
   EXPECT_EQ(full->gu_batch, 3);
   EXPECT_EQ(full->down_batch, 5);
   EXPECT_EQ(full->gu_gate, -1);
   EXPECT_EQ(full->down_gate, 2);
-  EXPECT_EQ(full->route_fused, 1);
-  EXPECT_EQ(mk_tuning_name(*full), "order=claims_first,gu_batch=3,down_batch=5,gu_gate=-1,down_gate=2,route_fused=1");
+  EXPECT_EQ(mk_tuning_name(*full), "order=claims_first,gu_batch=3,down_batch=5,gu_gate=-1,down_gate=2");
   // Runs by rows unless set.
   EXPECT_EQ(MkTuning{}.gu_run(1), 2);
   EXPECT_EQ(MkTuning{}.down_run(2), 4);
@@ -844,7 +843,7 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
            {"gu_batch=-1", "gu_batch wants an integer in 0..64"},
            {"down_batch=65", "down_batch"},
            {"down_gate=-2", "down_gate"},
-           {"route_fused=2", "route_fused"},
+           {"route_fused=1", "'route_fused=1'"},
            {"gu_batch=2x", "'2x'"},
            {"gu_batch", "'gu_batch'"}}) {
     auto bad = parse_mk_tuning(spec);

@@ -72,8 +72,7 @@ struct IntSetting {
 constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 0, 64},
                                        {"down_batch", &MkTuning::down_batch, 0, 64},
                                        {"gu_gate", &MkTuning::gu_gate, -1, 8},
-                                       {"down_gate", &MkTuning::down_gate, -1, 8},
-                                       {"route_fused", &MkTuning::route_fused, 0, 1}};
+                                       {"down_gate", &MkTuning::down_gate, -1, 8}};
 }  // namespace
 
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
@@ -95,7 +94,7 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
       if (key == s.name) set = &s;
     if (!set || eq == std::string::npos)
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
-                              "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, route_fused=0|1)");
+                              "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
     if (val.empty() || *e != 0 || v < set->lo || v > set->hi)
@@ -389,7 +388,6 @@ Status MkExecutor::enqueue(const std::vector<SeqWork>& batch) {
   p.claim_batch_down = opt_.tuning.down_run(R);
   p.gate_gu = opt_.tuning.gu_gate;
   p.gate_down = opt_.tuning.down_gate;
-  p.route_fused = opt_.tuning.route_fused;
   MS_RETURN_IF_ERROR(mk::launch_megakernel(p, kv_map_, stream_));
   MS_CUDA_RETURN(cudaEventRecord(done_, stream_));
   ++epoch_;

@@ -48,10 +48,11 @@ struct MkTuning {
   int gu_batch = 0;
   int down_batch = 0;
   // Params::gate_gu / gate_down (-1: none). Measured at 0f419a4: gate 0 for
-  // both loops, bs 1 / 8K 4.30 -> 3.99 ms; bs 8 neutral with runs.
+  // both loops, bs 1 / 8K 4.30 -> 3.99 ms; bs 8 neutral with runs. At
+  // 9268f8a: no gate on the gate/up loop 4.11 ms vs 3.83 at bs 1 / 8K; the
+  // down loop's gate (-1, 0, 1, 2) within 0.5%.
   int gu_gate = 0;
   int down_gate = 0;
-  int route_fused = 0;  // Params::route_fused
   bool operator==(const MkTuning&) const = default;
   int gu_run(int rows) const { return gu_batch > 0 ? gu_batch : rows <= 2 ? 2 : 4; }
   int down_run(int rows) const { return down_batch > 0 ? down_batch : rows <= 2 ? 4 : 8; }
@@ -60,8 +61,7 @@ struct MkTuning {
 // "default" or "" (the shipped tuning), else comma-separated settings
 // applied to `base`: order=oproj_first|claims_first|oproj_between,
 // gu_batch=N, down_batch=N (0..64, 0: by rows), gu_gate=N, down_gate=N
-// (-1..8), route_fused=0|1. An unknown or malformed setting is an error
-// that names it.
+// (-1..8). An unknown or malformed setting is an error that names it.
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning base = {});
 // The tuning as a spec parse_mk_tuning reads back ("default" when it is).
 std::string mk_tuning_name(const MkTuning& t);

@@ -22,8 +22,6 @@ namespace ms::gpu::mk {
 namespace {
 
 __device__ __forceinline__ bool execute(Ctx& c, const Instruction& in) {
-  const Params& p = c.p;
-  bool route = false;  // one call site of op_route (a second inlined copy spilled)
   switch (in.op) {
     case Opcode::kNorm:
     case Opcode::kFinalNorm:
@@ -35,12 +33,9 @@ __device__ __forceinline__ bool execute(Ctx& c, const Instruction& in) {
     case Opcode::kLmHead:
       return op_gemv(c, in);
     case Opcode::kRouter:
-      if (!op_router(c, in)) return false;
-      route = p.route_fused && router_was_last(c, in);
-      break;
+      return op_router(c, in);
     case Opcode::kRoute:
-      route = !p.route_fused;  // fused: the layer's last router tile routed it
-      break;
+      return op_route(c, in.layer);
     case Opcode::kAttention:
       return op_attention(c, in);
     case Opcode::kAttnCombine:
@@ -51,16 +46,9 @@ __device__ __forceinline__ bool execute(Ctx& c, const Instruction& in) {
     case Opcode::kBarrier:
     case Opcode::kNop:
       return true;
-    default:
-      if (c.tid() == 0) report(c.p, kErrBadInstruction, c.at, 0, 0, 0, 0);
-      return false;
   }
-  if (!route) return true;
-  const bool ok = op_route(c, in.layer);
-  // A fused route signals kRoute's counter itself (the router's own signal
-  // was its count on the router counter).
-  if (in.op == Opcode::kRouter) signal_counter(p, c.drain ? ::ms::mk::kNoCounter : p.ctr.route(in.layer));
-  return ok;
+  if (c.tid() == 0) report(c.p, kErrBadInstruction, c.at, 0, 0, 0, 0);
+  return false;
 }
 
 __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
@@ -85,12 +73,9 @@ __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
       for (const auto& w : in.wait) c.wait(w.counter, w.target);
     const uint64_t t_ready = (p.timeline && c.tid() == 0) ? global_timer() : 0;
     if (!execute(c, in) && c.tid() == 0) c.drain = true;
-    // Instruction-level signals (claims signal their tallies, a fused router
-    // and route their own counters; signal[1] is the barrier ablation's phase
-    // counter).
-    const bool own_signal =
-        claims || (p.route_fused && (in.op == Opcode::kRouter || in.op == Opcode::kRoute));
-    signal_counter(p, own_signal || c.drain ? ::ms::mk::kNoCounter : in.signal[0]);
+    // Instruction-level signals (claims signal their tallies; their signal[1] is
+    // the barrier ablation's phase counter).
+    signal_counter(p, claims || c.drain ? ::ms::mk::kNoCounter : in.signal[0]);
     if (in.signal[1] != ::ms::mk::kNoCounter && c.tid() == 0 && !c.drain) red_release_add(p.counters + in.signal[1], 1u);
     if (p.timeline && c.tid() == 0) {
       TimelineEntry& t = p.timeline[i];

@@ -124,10 +124,6 @@ struct Params {
   int32_t claim_batch_down = 1;
   int32_t gate_gu = -1;
   int32_t gate_down = -1;
-  // The last router tile of a layer to finish routes it (kRoute itself then
-  // only waits): one dependency hop and one instruction less on every MoE
-  // layer's serial head.
-  int32_t route_fused = 0;
   // Watchdog and diagnostics.
   uint64_t watchdog_ns = 0;
   MkError* error = nullptr;

@@ -169,7 +169,7 @@ __device__ __forceinline__ bool op_route(Ctx& c, int layer) {
     route_token(p.router_logits, c.warp(), E, K, d.router_sigmoid, d.softmax_over_topk, d.norm_topk_prob, p.topk_ids,
                 p.topk_w, sel_val + c.warp() * kRouteMaxK, sel_id + c.warp() * kRouteMaxK);
   consumer_sync();
-  if (p.timeline && c.tid() == 0 && c.t_data == 0) c.t_data = global_timer();  // timeline: top-k done
+  if (p.timeline && c.tid() == 0) c.t_data = global_timer();  // timeline: top-k done (the plan is the rest)
   for (int s = c.tid(); s < R * K; s += kConsumerThreads) {
     const int id = sel_id[(s / K) * kRouteMaxK + s % K];
     atomicAdd(&cnt[id], 1);
@@ -233,25 +233,6 @@ __device__ __forceinline__ bool op_route(Ctx& c, int layer) {
     atomicAdd(p.counters + p.ctr.down_done(layer), adjust);
   }
   return true;
-}
-
-// Params::route_fused, after a router tile: the tile publishes its logits
-// (release) and counts itself on the layer's router counter; true for the
-// tile that counts last (acquire), which then routes the layer and signals
-// kRoute's counter (execute), so the route starts without a dependency hop
-// of its own. The schedule places one router tile per instruction
-// (check_schedule), so the last count is router_tiles(d).
-__device__ __forceinline__ bool router_was_last(Ctx& c, const Instruction& in) {
-  const Params& p = c.p;
-  consumer_sync();  // every warp's logits are written
-  int32_t last = 0;
-  if (c.tid() == 0 && !c.drain) {
-    __threadfence();
-    const uint32_t before = atomicAdd(p.counters + p.ctr.router(in.layer), 1u);
-    __threadfence();
-    last = before + 1 == uint32_t(::ms::mk::router_tiles(p.dims)) ? 1 : 0;
-  }
-  return c.broadcast(last) != 0;
 }
 
 }  // namespace ms::gpu::mk
