@@ -16,11 +16,21 @@ of thousands of bars; two layers show the structure).
 start to the last end, and the median of each part of an instruction: waiting
 on its dependencies (start -> ready), waiting for its first ring position
 after that (ready -> data), the rest (data -> end), and how far ahead the
-loader issued its copies (issue -> ready; negative: the loader was late).
-Timelines without data_ns / issue_ns (older builds) print those as "-".
+loader issued its copies (issue -> ready; negative: the loader was late),
+the tiles an instruction ran (claim loops: the tiles they took) and the rest
+per tile. Norms and routes record a point inside them as data_ns (sources
+summed, top-k done). Timelines without data_ns / issue_ns / tiles (older
+builds) print those as "-".
 """
+import gzip
 import json
 import sys
+
+
+def load(src):
+    """The timeline JSON, plain or gzipped (mk_speed.sh keeps them gzipped)."""
+    with (gzip.open(src, "rt") if src.endswith(".gz") else open(src)) as f:
+        return json.load(f)
 
 COLORS = {
     "norm": "#6b6b6b", "final_norm": "#6b6b6b", "qkv": "#1f77b4", "attention": "#d62728",
@@ -31,8 +41,7 @@ COLORS = {
 
 
 def main(src, dst, layers=None):
-    with open(src) as f:
-        data = json.load(f)
+    data = load(src)
     ins = data["instructions"]
     n_sm = data["n_sm"]
     title_extra = ""
@@ -88,8 +97,7 @@ def median(v):
 
 
 def summary(src, layers=None):
-    with open(src) as f:
-        ins = json.load(f)["instructions"]
+    ins = load(src)["instructions"]
     if layers:
         lo, hi = (int(x) for x in layers.split("-"))
         ins = [i for i in ins if lo <= i["layer"] <= hi]
@@ -97,7 +105,8 @@ def summary(src, layers=None):
     for i in ins:
         by_op.setdefault(i["op"], []).append(i)
     fmt = lambda x: "-" if x is None else f"{x / 1000:.2f}"
-    print(f"{'op':16} {'count':>6} {'span us':>9} {'wait':>7} {'to data':>8} {'rest':>7} {'lead':>7}   (medians, us)")
+    print(f"{'op':16} {'count':>6} {'span us':>9} {'wait':>7} {'to data':>8} {'rest':>7} {'lead':>7} {'tiles':>6} "
+          f"{'rest/tile':>9}   (medians, us)")
     for op, v in sorted(by_op.items(), key=lambda kv: min(i["start_ns"] for i in kv[1])):
         span = max(i["end_ns"] for i in v) - min(i["start_ns"] for i in v)
         wait = median([i["ready_ns"] - i["start_ns"] for i in v])
@@ -106,7 +115,13 @@ def summary(src, layers=None):
         rest = median([i["end_ns"] - (i["data_ns"] if i.get("data_ns") is not None else i["ready_ns"]) for i in v])
         led = [i for i in v if i.get("issue_ns") is not None]
         lead = median([i["ready_ns"] - i["issue_ns"] for i in led]) if led else None
-        print(f"{op:16} {len(v):6d} {fmt(span):>9} {fmt(wait):>7} {fmt(to_data):>8} {fmt(rest):>7} {fmt(lead):>7}")
+        # Tiles per instruction (claim loops: the tiles they took) and the rest per tile.
+        tl = [i for i in v if i.get("tiles")]
+        tiles = median([i["tiles"] for i in tl]) if tl else None
+        per = median([(i["end_ns"] - (i["data_ns"] if i.get("data_ns") is not None else i["ready_ns"])) / i["tiles"]
+                      for i in tl]) if tl else None
+        print(f"{op:16} {len(v):6d} {fmt(span):>9} {fmt(wait):>7} {fmt(to_data):>8} {fmt(rest):>7} {fmt(lead):>7} "
+              f"{'-' if tiles is None else tiles:>6} {fmt(per):>9}")
     phases(ins)
 
 

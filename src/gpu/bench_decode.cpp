@@ -214,7 +214,8 @@ Result<std::string> megakernel_timeline_json(GpuBackend& backend, int batch, int
                                    {"ready_ns", e.ready - t0},
                                    {"data_ns", rel(e.data)},
                                    {"end_ns", e.end - t0},
-                                   {"issue_ns", rel(e.issue)}});
+                                   {"issue_ns", rel(e.issue)},
+                                   {"tiles", e.tiles}});
     }
   return j.dump();
 }

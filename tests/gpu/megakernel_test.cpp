@@ -34,6 +34,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "engine/engine.h"
@@ -516,6 +517,7 @@ TEST(MkTimeline, RecordsEveryInstruction) {
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   GpuBackendOptions o = mk_options(16, 1024);
   o.mk.record_timeline = true;
+  o.mk.record_routing = true;
   auto gpu = GpuBackend::create((*model)->config, (*model)->weights, o);
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
   run_steps(**gpu, small_batch(**gpu, 2), 3);
@@ -523,6 +525,22 @@ TEST(MkTimeline, RecordsEveryInstruction) {
   ASSERT_OK((*gpu)->megakernel()->timeline(&tl));
   const ::ms::mk::Schedule& s = *(*gpu)->megakernel()->last_schedule();
   ASSERT_EQ(tl.size(), s.instrs.size());
+  // Every tile of a layer's claim queues ran exactly once over the SMs' claim
+  // loops (taken in runs: MkTuning::gu_run / down_run).
+  for (int l = 0; l < s.dims.n_layers; ++l) {
+    if (!s.layers[l].moe) continue;
+    std::vector<int32_t> ids;
+    ASSERT_OK((*gpu)->megakernel()->last_routing(l, &ids));
+    const int routed = static_cast<int>(std::set<int32_t>(ids.begin(), ids.end()).size());
+    uint32_t gu = 0, down = 0;
+    for (size_t i = 0; i < tl.size(); ++i) {
+      if (s.instrs[i].layer != l) continue;
+      if (s.instrs[i].op == ::ms::mk::Opcode::kExpertGateUp) gu += tl[i].tiles;
+      if (s.instrs[i].op == ::ms::mk::Opcode::kExpertDown) down += tl[i].tiles;
+    }
+    EXPECT_EQ(gu, uint32_t(routed * ::ms::mk::expert_gu_tiles(s.dims))) << "layer " << l;
+    EXPECT_EQ(down, uint32_t(routed * ::ms::mk::expert_down_tiles(s.dims))) << "layer " << l;
+  }
   for (size_t i = 0; i < tl.size(); ++i) {
     EXPECT_EQ(tl[i].opcode, static_cast<uint32_t>(s.instrs[i].op)) << i;
     EXPECT_LE(tl[i].start, tl[i].ready) << i;
@@ -552,6 +570,14 @@ TEST(MkTimeline, RecordsEveryInstruction) {
     if (ringless) EXPECT_EQ(tl[i].issue, 0u) << i;
     if (norm || op == ::ms::mk::Opcode::kRoute) EXPECT_GT(tl[i].data, 0u) << i;
     if (op == ::ms::mk::Opcode::kAttnCombine) EXPECT_EQ(tl[i].data, 0u) << i;
+    // Tiles: a weight stream's own, a claim loop's taken ones (at most its
+    // max_claims), none for the rest.
+    if (op == ::ms::mk::Opcode::kExpertGateUp || op == ::ms::mk::Opcode::kExpertDown)
+      EXPECT_LE(tl[i].tiles, uint32_t(s.instrs[i].claim.max_claims)) << i;
+    else if (op == ::ms::mk::Opcode::kQkv || op == ::ms::mk::Opcode::kOProj || op == ::ms::mk::Opcode::kLmHead)
+      EXPECT_EQ(tl[i].tiles, uint32_t(s.instrs[i].gemv.n_tiles)) << i;
+    else if (ringless)
+      EXPECT_EQ(tl[i].tiles, 0u) << i;
   }
 }
 

@@ -45,6 +45,7 @@ struct Ctx {
   InstrSite at;        // the current instruction (index in the SM's list, opcode, layer)
   bool drain = false;  // this thread gave the step up (see the file comment)
   uint64_t t_data = 0;  // timeline (thread 0): when the instruction's first ring position was full
+  uint32_t t_tiles = 0; // timeline (thread 0): tiles a claim loop ran
   ActTag act = 0;
   // The last two satisfied waits (scalars, not arrays: a dynamically indexed
   // member array would put the whole context in local memory).

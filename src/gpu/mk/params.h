@@ -60,13 +60,16 @@ static_assert(sizeof(MkError) == 64);
 
 // Per-instruction times of one step (optional), globaltimer ns. Consumers:
 // the instruction's start, when its waits were satisfied, when its first
-// ring position was full (0: it reads none), and its end. Loader: when it
-// had ring space for the instruction's first position and issued its copies
-// (0: it loads nothing). Each role writes only its own fields.
+// ring position was full (0: it reads none; norms and routes mark a point
+// inside them instead: sources summed, top-k done), its end, and the tiles
+// it ran (claims: the tiles it took; weight streams: n_tiles). Loader: when
+// it had ring space for the instruction's first position and issued its
+// copies (0: it loads nothing). Each role writes only its own fields.
 struct TimelineEntry {
   uint64_t start, ready, data, end;
   uint64_t issue;
-  uint32_t opcode, layer;
+  uint16_t opcode, layer;
+  uint32_t tiles;
 };
 static_assert(sizeof(TimelineEntry) == 48);
 

@@ -365,6 +365,7 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
       break;
     }
     expert_tile(c, in, tile);
+    if (c.p.timeline && c.tid() == 0) ++c.t_tiles;
   }
   consumer_sync();
   if (c.tid() == 0 && !c.drain) {
