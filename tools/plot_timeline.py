@@ -17,10 +17,12 @@ start to the last end, and the median of each part of an instruction: waiting
 on its dependencies (start -> ready), waiting for its first ring position
 after that (ready -> data), the rest (data -> end), and how far ahead the
 loader issued its copies (issue -> ready; negative: the loader was late),
-the tiles an instruction ran (claim loops: the tiles they took) and the rest
-per tile. Norms and routes record a point inside them as data_ns (sources
-summed, top-k done). Timelines without data_ns / issue_ns / tiles (older
-builds) print those as "-".
+the tiles an instruction ran (claim loops: the tiles they took), the rest
+per tile, and the stall: the consumers' wait on full ring positions after
+the first one (stall_ns; near the rest: the instruction is loader-bound,
+near 0: consumer-bound). Norms and routes record a point inside them as
+data_ns (sources summed, top-k done). Timelines without data_ns / issue_ns /
+tiles / stall_ns (older builds) print those as "-".
 """
 import gzip
 import json
@@ -106,7 +108,7 @@ def summary(src, layers=None):
         by_op.setdefault(i["op"], []).append(i)
     fmt = lambda x: "-" if x is None else f"{x / 1000:.2f}"
     print(f"{'op':16} {'count':>6} {'span us':>9} {'wait':>7} {'to data':>8} {'rest':>7} {'lead':>7} {'tiles':>6} "
-          f"{'rest/tile':>9}   (medians, us)")
+          f"{'rest/tile':>9} {'stall':>7}   (medians, us)")
     for op, v in sorted(by_op.items(), key=lambda kv: min(i["start_ns"] for i in kv[1])):
         span = max(i["end_ns"] for i in v) - min(i["start_ns"] for i in v)
         wait = median([i["ready_ns"] - i["start_ns"] for i in v])
@@ -120,8 +122,11 @@ def summary(src, layers=None):
         tiles = median([i["tiles"] for i in tl]) if tl else None
         per = median([(i["end_ns"] - (i["data_ns"] if i.get("data_ns") is not None else i["ready_ns"])) / i["tiles"]
                       for i in tl]) if tl else None
+        # Waits on full ring positions after the first one (instructions with data).
+        st = [i for i in have if i.get("stall_ns") is not None]
+        stall = median([i["stall_ns"] for i in st]) if st else None
         print(f"{op:16} {len(v):6d} {fmt(span):>9} {fmt(wait):>7} {fmt(to_data):>8} {fmt(rest):>7} {fmt(lead):>7} "
-              f"{'-' if tiles is None else tiles:>6} {fmt(per):>9}")
+              f"{'-' if tiles is None else tiles:>6} {fmt(per):>9} {fmt(stall):>7}")
     phases(ins)
 
 

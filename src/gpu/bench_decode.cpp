@@ -215,7 +215,8 @@ Result<std::string> megakernel_timeline_json(GpuBackend& backend, int batch, int
                                    {"data_ns", rel(e.data)},
                                    {"end_ns", e.end - t0},
                                    {"issue_ns", rel(e.issue)},
-                                   {"tiles", e.tiles}});
+                                   {"tiles", e.tiles},
+                                   {"stall_ns", e.stall}});
     }
   return j.dump();
 }

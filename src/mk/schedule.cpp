@@ -213,7 +213,7 @@ class Builder {
         }
         in.signal[0] = ctr_.norm(l);
       }
-      p_.place(in, 1.5 * p_.overhead());
+      p_.place(in, opt_.fitted_costs ? opt_.norm_ns : 1.5 * p_.overhead());
     }
   }
 
@@ -221,7 +221,8 @@ class Builder {
     p_.begin_phase(l, kPRouter);
     const double tile_bytes = double(kTileRows) * d_.hidden * 2;
     for (int t = 0; t < router_tiles(d_); ++t)
-      p_.place(gemv(Opcode::kRouter, l, t, 1, 0, input, ctr_.router(l)), tile_bytes / p_.bw_sm() + p_.overhead());
+      p_.place(gemv(Opcode::kRouter, l, t, 1, 0, input, ctr_.router(l)),
+               opt_.fitted_costs ? opt_.router_ns : tile_bytes / p_.bw_sm() + p_.overhead());
     p_.begin_phase(l, kPRoute);
     Instruction in = make(Opcode::kRoute, l);
     in.wait[0] = {ctr_.router(l), 0};
@@ -230,7 +231,7 @@ class Builder {
       in.wait[1] = {stuck_counter(), 1};
       planted_ = true;
     }
-    p_.place(in, 2 * p_.overhead());
+    p_.place(in, opt_.fitted_costs ? opt_.route_ns : 2 * p_.overhead());
   }
 
   uint32_t stuck_counter() const { return ctr_.never(); }
@@ -245,13 +246,15 @@ class Builder {
     for (int g = 0; g < d.n_kv_heads; ++g)
       for (int part = 0; part < 3; ++part) {
         const RowRange rr = qkv_group_rows(d, g, part);
-        for (int t = rr.begin / kTileRows; t < ceil_div(rr.end, kTileRows); ++t) {
-          Instruction in = gemv(Opcode::kQkv, l, t, 1, 0, ctr_.norm(l), ctr_.qkv(l, g));
+        const int t_end = ceil_div(rr.end, kTileRows);
+        for (int t = rr.begin / kTileRows; t < t_end; t += std::max(opt_.qkv_run, 1)) {
+          const int n = std::min(std::max(opt_.qkv_run, 1), t_end - t);
+          Instruction in = gemv(Opcode::kQkv, l, t, n, 0, ctr_.norm(l), ctr_.qkv(l, g));
           if (!planted_ && opt_.plant_stuck_wait && d.n_experts == 0) {
             in.wait[1] = {stuck_counter(), 1};
             planted_ = true;
           }
-          p_.place(in, tile_bytes / p_.bw_sm() + p_.overhead());
+          p_.place(in, n * tile_bytes / p_.bw_sm() + p_.overhead());
         }
       }
     p_.begin_phase(l, kPAttn);
@@ -266,7 +269,8 @@ class Builder {
           in.attn = {r, g, sp, n_splits};
           in.wait[0] = {ctr_.qkv(l, g), 0};
           in.signal[0] = ctr_.attn(l, r, g);
-          p_.place(in, split_stages * stage_bytes / p_.bw_sm() + p_.overhead());
+          p_.place(in, split_stages * stage_bytes / p_.bw_sm() + p_.overhead() +
+                           (opt_.fitted_costs ? opt_.attention_extra_ns : 0.0));
         }
     p_.begin_phase(l, kPCombine);
     for (int r = 0; r < opt_.rows; ++r)
@@ -275,7 +279,7 @@ class Builder {
         in.attn = {r, g, 0, n_splits};
         in.wait[0] = {ctr_.attn(l, r, g), 0};
         in.signal[0] = ctr_.combine(l, g);
-        p_.place(in, 1.5 * p_.overhead());
+        p_.place(in, opt_.fitted_costs ? opt_.combine_ns : 1.5 * p_.overhead());
       }
     if (with_oproj) oproj(l);
   }
@@ -284,10 +288,13 @@ class Builder {
     const Dims& d = d_;
     p_.begin_phase(l, kPOProj);
     const double o_bytes = double(kTileRows) * d.group * d.head_dim * 2;
+    const int run = std::max(opt_.o_run, 1);
     for (int g = 0; g < o_slices(d); ++g)
-      for (int t = 0; t < o_tiles(d); ++t)
-        p_.place(gemv(Opcode::kOProj, l, t, 1, g, ctr_.combine(l, g), ctr_.oproj(l)),
-                 o_bytes / p_.bw_sm() + p_.overhead());
+      for (int t = 0; t < o_tiles(d); t += run) {
+        const int n = std::min(run, o_tiles(d) - t);
+        p_.place(gemv(Opcode::kOProj, l, t, n, g, ctr_.combine(l, g), ctr_.oproj(l)),
+                 n * o_bytes / p_.bw_sm() + p_.overhead());
+      }
   }
 
   // The dense FFN of a dense layer, or the shared expert of an MoE layer.
@@ -362,7 +369,7 @@ class Builder {
         in.wait[0] = {ffn_done(L - 1), 0};
       }
       in.signal[0] = ctr_.final_norm_done();
-      p_.place(in, 1.5 * p_.overhead());
+      p_.place(in, opt_.fitted_costs ? opt_.norm_ns : 1.5 * p_.overhead());
     }
     p_.begin_phase(L, kPQkv);
     // Balanced contiguous vocabulary ranges, one instruction per SM.
@@ -474,6 +481,8 @@ Result<Schedule> build_schedule(const Dims& d, const std::vector<LayerInfo>& lay
                             std::to_string(kMaxRows));
   if (opt.context < 1) return invalid_argument("megakernel schedule: context must be positive");
   if (opt.n_sm < 1) return invalid_argument("megakernel schedule: n_sm must be positive");
+  if (opt.qkv_run < 1 || opt.qkv_run > 64 || opt.o_run < 1 || opt.o_run > 64)
+    return invalid_argument("megakernel schedule: qkv_run and o_run must be in 1..64");
   if (static_cast<int>(layers.size()) != d.n_layers)
     return invalid_argument("megakernel schedule: layer info for " + std::to_string(layers.size()) + " of " +
                             std::to_string(d.n_layers) + " layers");

@@ -74,6 +74,21 @@ struct ScheduleOptions {
   // signal) in nanoseconds.
   double device_bytes_per_ns = 4600.0;
   double instr_overhead_ns = 800.0;
+  // Fixed costs (ns) of the serial head and of the attention instructions
+  // beyond the bytes they stream (fitted_costs), from the timeline at
+  // 9268f8a (bs 1 / 8K, medians from each instruction's wait to its end):
+  // the norm sums its sources and normalises in ~5.0 us, a router tile
+  // takes ~5.3, the route (top-k and plan) ~8.2, an attention split ~3.5
+  // more than its K/V bytes. With the uniform model (instr_overhead_ns x 1.5
+  // / 1 / 2) the placer put QKV tiles on the SM that runs the route, after
+  // it, and that KV group's attention waited ~10 us for them.
+  bool fitted_costs = true;
+  double norm_ns = 5000.0, router_ns = 5300.0, route_ns = 8200.0, combine_ns = 3000.0, attention_extra_ns = 3500.0;
+  // Tiles per instruction (consecutive tiles of one QKV group part / one
+  // O-projection k-slice): one wait, one activation staging and one signal
+  // for the run instead of per tile.
+  int qkv_run = 1;
+  int o_run = 4;
 };
 
 struct Schedule {

@@ -14,7 +14,8 @@
 //  - MkDeterminism / MkBarrierAblation: repeated steps and the grid-barrier
 //    ablation give bit-identical logits (claims move tiles between SMs, not
 //    the arithmetic);
-//  - MkTimeline: every instruction recorded, start <= ready <= end;
+//  - MkTimeline: every instruction recorded, start <= ready <= end, the
+//    stall (waits on full ring positions after the first) within data -> end;
 //  - MkWatchdog: a planted never-satisfied wait fails the step within the
 //    watchdog, names the instruction and counter, and turns the engine
 //    unhealthy with that reason (the process does not hang);
@@ -555,6 +556,8 @@ TEST(MkTimeline, RecordsEveryInstruction) {
     if (tl[i].data != 0) {
       EXPECT_LE(tl[i].ready, tl[i].data) << i;
       EXPECT_LE(tl[i].data, tl[i].end) << i;
+      // The waits on later ring positions fall between the first and the end.
+      EXPECT_LE(uint64_t(tl[i].stall), tl[i].end - tl[i].data) << i;
       // An instruction that read a ring position: the loader issued its
       // copies before the position was full.
       if (!ringless) {
@@ -858,6 +861,12 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   ASSERT_TRUE(back.is_ok());
   EXPECT_TRUE(*back == *full);
   // Applied on top of a base (the environment over the options).
+  auto sched = parse_mk_tuning("o_run=1,qkv_run=2,costs=0");
+  ASSERT_TRUE(sched.is_ok()) << sched.status().to_string();
+  EXPECT_EQ(sched->o_run, 1);
+  EXPECT_EQ(sched->qkv_run, 2);
+  EXPECT_EQ(sched->costs, 0);
+  EXPECT_EQ(mk_tuning_name(*sched), "qkv_run=2,o_run=1,costs=0");
   auto over = parse_mk_tuning("down_batch=8", *full);
   ASSERT_TRUE(over.is_ok());
   EXPECT_EQ(over->down_batch, 8);
@@ -868,6 +877,8 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
            {"order=sideways", "'sideways'"},
            {"gu_batch=-1", "gu_batch wants an integer in 0..64"},
            {"down_batch=65", "down_batch"},
+           {"o_run=0", "o_run wants an integer in 1..64"},
+           {"costs=2", "costs wants an integer in 0..1"},
            {"down_gate=-2", "down_gate"},
            {"route_fused=1", "'route_fused=1'"},
            {"gu_batch=2x", "'2x'"},

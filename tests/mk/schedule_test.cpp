@@ -201,6 +201,78 @@ TEST(MkSchedule, ListOrdersKeepTheInstructionsAndFinish) {
   EXPECT_EQ(*parse_list_order("oproj_between"), ListOrder::kOProjBetween);
 }
 
+// Tiles per QKV / O-projection instruction (ScheduleOptions::qkv_run /
+// o_run): every tile still appears once (check_schedule's coverage), the
+// instruction counts follow the runs, every interleaving finishes; a run
+// outside 1..64 is an error.
+TEST(MkSchedule, QkvAndOProjRunsCoverEveryTileOnce) {
+  const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
+  const Dims d = make_dims(nmc, 64);
+  for (const auto& [qkv_run, o_run] : std::vector<std::pair<int, int>>{{1, 1}, {2, 4}, {3, 5}, {64, 64}}) {
+    SCOPED_TRACE("qkv_run " + std::to_string(qkv_run) + " o_run " + std::to_string(o_run));
+    ScheduleOptions o;
+    o.rows = 2;
+    o.context = 4096;
+    o.n_sm = 24;
+    o.qkv_run = qkv_run;
+    o.o_run = o_run;
+    auto s = build_schedule(d, make_layer_info(nmc), o);
+    ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+    ASSERT_TRUE(check_schedule(*s).is_ok()) << check_schedule(*s).to_string();
+    int want_qkv = 0;
+    for (int g = 0; g < d.n_kv_heads; ++g)
+      for (int part = 0; part < 3; ++part) {
+        const RowRange rr = qkv_group_rows(d, g, part);
+        want_qkv += ceil_div(ceil_div(rr.end, kTileRows) - rr.begin / kTileRows, qkv_run);
+      }
+    const int want_o = o_slices(d) * ceil_div(o_tiles(d), o_run);
+    int n_qkv = 0, n_o = 0;
+    for (const Instruction& in : s->instrs) {
+      if (in.layer != 1) continue;
+      n_qkv += in.op == Opcode::kQkv;
+      n_o += in.op == Opcode::kOProj;
+    }
+    EXPECT_EQ(n_qkv, want_qkv);
+    EXPECT_EQ(n_o, want_o);
+    MachineStats stats;
+    Status st = run_machine(*s, fake_ops(*s, 3), {7}, &stats);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+  }
+  ScheduleOptions bad;
+  bad.o_run = 0;
+  auto r = build_schedule(d, make_layer_info(nmc), bad);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("o_run"), std::string::npos) << r.status().message();
+}
+
+// The fitted cost model (ScheduleOptions::fitted_costs) keeps QKV tiles off
+// the SM that runs a layer's route, after the route (at 9268f8a, with the
+// uniform model, that SM's QKV tile came ~10 us late and held back its KV
+// group's attention); the uniform model did place some there.
+TEST(MkSchedule, FittedCostsKeepQkvOffTheRoutingSm) {
+  const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
+  auto qkv_after_route = [&](bool fitted) {
+    ScheduleOptions o;
+    o.rows = 1;
+    o.context = 8192;
+    o.n_sm = 132;
+    o.fitted_costs = fitted;
+    auto s = build_schedule(make_dims(nmc, 64), make_layer_info(nmc), o);
+    EXPECT_TRUE(s.is_ok());
+    int n = 0;
+    for (int sm = 0; sm < s->n_sm(); ++sm) {
+      std::map<int, bool> routed;
+      for (const Instruction& in : s->sm_list(sm)) {
+        if (in.op == Opcode::kRoute) routed[in.layer] = true;
+        if (in.op == Opcode::kQkv && routed[in.layer]) ++n;
+      }
+    }
+    return n;
+  };
+  EXPECT_GT(qkv_after_route(false), 0);
+  EXPECT_EQ(qkv_after_route(true), 0);
+}
+
 TEST(MkSchedule, PlantedStuckWaitIsReportedAsADeadlock) {
   for (const ModelConfig& cfg : {preset(Arch::kCohere2Moe, "full"), preset(Arch::kLlama, "full")}) {
     Schedule s = build(cfg, 1, 1024, 8, false, /*stuck=*/true);

@@ -46,6 +46,7 @@ struct Ctx {
   bool drain = false;  // this thread gave the step up (see the file comment)
   uint64_t t_data = 0;  // timeline (thread 0): when the instruction's first ring position was full
   uint32_t t_tiles = 0; // timeline (thread 0): tiles a claim loop ran
+  uint32_t t_stall = 0; // timeline (thread 0): ns waited on full positions after t_data
   ActTag act = 0;
   // The last two satisfied waits (scalars, not arrays: a dynamically indexed
   // member array would put the whole context in local memory).
@@ -91,14 +92,21 @@ struct Ctx {
   // Waits for the next ring position and checks its header (the loader
   // walks the same list: a mismatch is a bug, reported). False: no data
   // (drain mode); the caller still releases the position.
+  // Timeline: the first full position sets t_data, the wait for each later
+  // one adds to t_stall.
   __device__ bool acquire(int tile, int chunk, StageHeader* hdr = nullptr) {
     const int st = ring.stage();
+    const bool stall = p.timeline && tid() == 0 && t_data != 0;
+    const uint64_t t0 = stall ? global_timer() : 0;
     if (drain || !wait_stage(p, &s.full[st], ring.parity(), at, 0)) {
       drain = true;
       if (hdr) *hdr = StageHeader{-1, -1, -1, 0};
       return false;
     }
-    if (p.timeline && tid() == 0 && t_data == 0) t_data = global_timer();
+    if (stall)
+      t_stall += uint32_t(global_timer() - t0);
+    else if (p.timeline && tid() == 0)
+      t_data = global_timer();
     const StageHeader h = s.header[st];
     if (hdr) *hdr = h;
     if (h.instr != static_cast<int32_t>(at.index) || (tile != kAnyTile && (h.tile != tile || h.chunk != chunk))) {

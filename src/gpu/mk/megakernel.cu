@@ -66,6 +66,7 @@ __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
       *reinterpret_cast<volatile int32_t*>(&s.consumer_instr) = static_cast<int32_t>(i - b);
     c.t_data = 0;
     c.t_tiles = 0;
+    c.t_stall = 0;
     const uint64_t t_start = (p.timeline && c.tid() == 0) ? global_timer() : 0;
     const bool claims = in.op == Opcode::kExpertGateUp || in.op == Opcode::kExpertDown;
     // No early exit, also when the step is given up (consumer_ctx.cuh):
@@ -89,6 +90,7 @@ __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
       const bool gemv = in.op == Opcode::kQkv || in.op == Opcode::kOProj || in.op == Opcode::kRouter ||
                         in.op == Opcode::kDenseGateUp || in.op == Opcode::kDenseDown || in.op == Opcode::kLmHead;
       t.tiles = claims ? c.t_tiles : gemv ? uint32_t(max(in.gemv.n_tiles, 0)) : 0u;
+      t.stall = c.t_stall;
     }
   }
 }

@@ -61,17 +61,21 @@ static_assert(sizeof(MkError) == 64);
 // Per-instruction times of one step (optional), globaltimer ns. Consumers:
 // the instruction's start, when its waits were satisfied, when its first
 // ring position was full (0: it reads none; norms and routes mark a point
-// inside them instead: sources summed, top-k done), its end, and the tiles
-// it ran (claims: the tiles it took; weight streams: n_tiles). Loader: when
-// it had ring space for the instruction's first position and issued its
-// copies (0: it loads nothing). Each role writes only its own fields.
+// inside them instead: sources summed, top-k done), its end, the tiles it
+// ran (claims: the tiles it took; weight streams: n_tiles), and its stall:
+// ns spent waiting on full ring positions after the first one (large: the
+// instruction is loader-bound). Loader: when it had ring space for the
+// instruction's first position and issued its copies (0: it loads nothing).
+// Each role writes only its own fields.
 struct TimelineEntry {
   uint64_t start, ready, data, end;
   uint64_t issue;
   uint16_t opcode, layer;
   uint32_t tiles;
+  uint32_t stall;
+  uint32_t reserved;
 };
-static_assert(sizeof(TimelineEntry) == 48);
+static_assert(sizeof(TimelineEntry) == 56);
 
 struct Params {
   // Instruction lists: SM s runs instrs[sm_begin[s], sm_begin[s + 1]).

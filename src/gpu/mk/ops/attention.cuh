@@ -334,51 +334,70 @@ __device__ __forceinline__ bool op_attention(Ctx& c, const Instruction& in) {
 }
 
 // kAttnCombine: the splits 0..last_split of (row, KV head) merged by
-// log-sum-exp into attn_out (bf16), the O-projection's input. A thread
-// takes 4 adjacent dimensions of one head (16-byte loads) and has up to 12
-// splits' loads in flight: at 33 splits one load per split in turn made the
-// combine ~13 us, on the attention chain's critical path.
+// log-sum-exp into attn_out (bf16), the O-projection's input. It sits on
+// the attention chain's critical path and is all L2 round trips, so it is
+// written to have few of them in turn: the splits' lse are read for every
+// slot at once with the row's position (which says how many splits count),
+// warp h turns head h's into weights (max and sum over the lanes, already
+// divided by the sum), then a thread takes 4 adjacent dimensions of one
+// head (16-byte loads) with 8 splits' loads in flight (12 or 16 spill the
+// kernel: tools/check_mk_ptxas.sh). At 9268f8a (a thread's serial max /
+// exp / sum per head, a loop unrolled by 12) it took ~9 us after its wait at
+// batch 1 / 8K, 33 splits.
 __device__ __forceinline__ bool op_combine(Ctx& c, const Instruction& in) {
+  static_assert(::ms::mk::kMaxSplits <= 64, "two splits per lane");
   const Params& p = c.p;
   const Dims& d = p.dims;
   const int G = d.group, HD = d.head_dim, r = in.attn.row, g = in.attn.kv_head, S = p.max_splits;
+  float* wgt = reinterpret_cast<float*>(c.s.scratch);  // (G, n): split s's share of head h
+  const bool sliding = p.layer_info[in.layer].sliding;
   const int pos = p.meta->pos[r];
-  const int window = p.layer_info[in.layer].sliding ? d.sliding_window : 0;
-  const int n = ::ms::mk::split_range(pos, window, 0, in.attn.n_splits).last_split + 1;
-  float* lse = reinterpret_cast<float*>(c.s.scratch);  // (G, n): the splits' weights exp(lse - max) after the max pass
-  float* den = lse + G * n;                            // (G)
-  for (int i = c.tid(); i < G * n; i += kConsumerThreads)
-    lse[i] = __ldcg(p.part_lse + (int64_t(r) * d.n_heads + g * G + i / n) * S + i % n);
-  consumer_sync();
-  if (c.tid() < G) {  // per head: the max, the weights, their sum (in split order)
-    float* l = lse + c.tid() * n;
-    float mx = -INFINITY;
-    for (int s = 0; s < n; ++s) mx = fmaxf(mx, l[s]);
-    float sum = 0.f;
-    for (int s = 0; s < n; ++s) {
-      const float w = l[s] == -INFINITY ? 0.f : expf(l[s] - mx);
-      l[s] = w;
-      sum += w;
-    }
-    den[c.tid()] = sum;
+  // Every slot's lse (the ones past the last split are stale and masked
+  // below): the loads do not wait for the position.
+  float l0[2], l1[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int h = c.warp() + i * kConsumerWarps;
+    const float* src = p.part_lse + (int64_t(r) * d.n_heads + g * G + min(h, G - 1)) * S;
+    l0[i] = c.lane() < S ? __ldcg(src + c.lane()) : -INFINITY;
+    l1[i] = c.lane() + 32 < S ? __ldcg(src + c.lane() + 32) : -INFINITY;
+  }
+  const int n = ::ms::mk::split_range(pos, sliding ? d.sliding_window : 0, 0, in.attn.n_splits).last_split + 1;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int h = c.warp() + i * kConsumerWarps;  // G <= 16 (check_supported)
+    if (h >= G) continue;
+    const float a = c.lane() < n ? l0[i] : -INFINITY, b = c.lane() + 32 < n ? l1[i] : -INFINITY;
+    const float mx = warp_max(fmaxf(a, b));
+    const float wa = a == -INFINITY ? 0.f : expf(a - mx), wb = b == -INFINITY ? 0.f : expf(b - mx);
+    const float den = warp_sum(wa + wb);
+    const float inv = den > 0.f ? 1.f / den : 0.f;
+    if (c.lane() < n) wgt[h * n + c.lane()] = wa * inv;
+    if (c.lane() + 32 < n) wgt[h * n + c.lane() + 32] = wb * inv;
   }
   consumer_sync();
+  constexpr int kInFlight = 8;
   for (int e = c.tid(); e < G * HD / 4; e += kConsumerThreads) {
     const int h = (4 * e) / HD, dd = (4 * e) % HD;
-    const float* w = lse + h * n;
+    const float* w = wgt + h * n;
     const float* po = p.part_o + (int64_t(r) * d.n_heads + g * G + h) * S * HD + dd;
     float4 num = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 12
-    for (int s = 0; s < n; ++s) {
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(po + int64_t(s) * HD));
-      num.x += w[s] * v.x;
-      num.y += w[s] * v.y;
-      num.z += w[s] * v.z;
-      num.w += w[s] * v.w;
+    for (int s0 = 0; s0 < n; s0 += kInFlight) {
+      float4 v[kInFlight];
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j)
+        v[j] = s0 + j < n ? __ldcg(reinterpret_cast<const float4*>(po + int64_t(s0 + j) * HD))
+                          : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j) {
+        const float ws = s0 + j < n ? w[s0 + j] : 0.f;
+        num.x += ws * v[j].x;
+        num.y += ws * v[j].y;
+        num.z += ws * v[j].z;
+        num.w += ws * v[j].w;
+      }
     }
-    const float dn = den[h];
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(dn > 0.f ? num.x / dn : 0.f, dn > 0.f ? num.y / dn : 0.f);
-    const __nv_bfloat162 hi = __floats2bfloat162_rn(dn > 0.f ? num.z / dn : 0.f, dn > 0.f ? num.w / dn : 0.f);
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(num.x, num.y), hi = __floats2bfloat162_rn(num.z, num.w);
     *reinterpret_cast<uint2*>(p.attn_out + int64_t(r) * d.q_width + (g * G + h) * HD + dd) =
         make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
   }

@@ -266,38 +266,55 @@ __device__ __forceinline__ void load_claim_plan(Ctx& c, int layer) {
 
 __device__ __forceinline__ int clamp_sel(int i) { return min(max(i, 0), kMaxSelections - 1); }
 
-// One claimed expert tile (header already peeked): gate/up (slot, 8
-// intermediate columns) or down (slot, 16 output rows), for the expert's
-// member rows, read from the plan's shared-memory copy. Its completion is
-// tallied in shared memory; the claim loop signals the tallies at its end.
+// The member rows of a claimed tile's expert slot (thread 0, before the
+// barrier that publishes the tile): rows[n] for member n (gate/up: the
+// token row, down: the selection id), rows[kMaxRows] the set of token rows
+// as a bit mask. Members are selection ids s = row * K + k, at most one per
+// row, ascending (so slots with the same rows stage the same buffer).
+__device__ __forceinline__ int32_t* claim_rows(Ctx& c) {
+  return reinterpret_cast<int32_t*>(c.s.scratch + kScratchBytes - 128);  // (kMaxRows + 1)
+}
+__device__ __forceinline__ void write_claim_rows(Ctx& c, const Instruction& in, int tile) {
+  const Dims& d = c.p.dims;
+  const bool gu = in.op == Opcode::kExpertGateUp;
+  const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
+  const ClaimPlan& cp = claim_plan(c.s);
+  const int slot = clamp_sel(tile / tpe);
+  const int off = clamp_sel(cp.offset[slot]), cnt = min(cp.count[slot], kMaxRows);
+  int32_t* rows = claim_rows(c);
+  uint32_t mask = 0;
+  for (int n = 0; n < cnt; ++n) {
+    const int sel = cp.member[clamp_sel(off + n)];
+    mask |= 1u << min(max(sel / d.top_k, 0), kMaxRows - 1);
+    rows[n] = gu ? sel / d.top_k : sel;
+  }
+  rows[kMaxRows] = static_cast<int32_t>(mask);
+}
+
+// One claimed expert tile (its rows written by write_claim_rows, published
+// by the loop's barrier): gate/up (slot, 8 intermediate columns) or down
+// (slot, 16 output rows), for the expert's member rows, read from the
+// plan's shared-memory copy. Its completion is tallied in shared memory;
+// the claim loop signals the tallies at its end. No barrier at the end: the
+// next tile's publishing barrier comes before anything this one reads is
+// written again (the rows, the activation buffer, the partial sums).
 __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int tile) {
   const Params& p = c.p;
   const Dims& d = p.dims;
-  const int K = d.top_k, I = d.moe_ffn, H = d.hidden;
+  const int I = d.moe_ffn, H = d.hidden;
   const bool gu = in.op == Opcode::kExpertGateUp;
   const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
   const int slot = tile / tpe, j = tile % tpe;
   const ClaimPlan& cp = claim_plan(c.s);
-  const int off = clamp_sel(cp.offset[clamp_sel(slot)]), cnt = min(cp.count[clamp_sel(slot)], kMaxRows);
-  int32_t* rows = reinterpret_cast<int32_t*>(c.s.scratch + kScratchBytes - 128);  // (<= 8) member rows
-  // Members: selection ids s = row * K + k, at most one per row, ascending
-  // (so ascending rows: slots with the same rows stage the same buffer).
-  uint32_t row_mask = 0;
-  for (int n = 0; n < cnt; ++n) row_mask |= 1u << (min(max(cp.member[clamp_sel(off + n)] / K, 0), kMaxRows - 1));
-  if (c.tid() < cnt) {
-    const int sel = cp.member[clamp_sel(off + c.tid())];
-    rows[c.tid()] = gu ? sel / K : sel;
-  }
-  consumer_sync();
-  const int n_rows = min(cnt, kMaxRows);
+  const int off = clamp_sel(cp.offset[clamp_sel(slot)]), n_rows = min(cp.count[clamp_sel(slot)], kMaxRows);
+  const int32_t* rows = claim_rows(c);
   // Gate/up reads h rows: tagged by the set of rows (at batch 1 every slot
   // reads row 0, staged once per layer); down reads the slot's own moe_act rows.
   if (gu)
-    c.stage_act(act_tag(kActMoe + 8, in.layer, d.parallel_block ? 0 : 1, 0, H, int(row_mask)), p.h, H, rows, n_rows, 0,
-                H);
+    c.stage_act(act_tag(kActMoe + 8, in.layer, d.parallel_block ? 0 : 1, 0, H, rows[kMaxRows]), p.h, H, rows,
+                n_rows, 0, H);
   else
     c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, slot + 1), p.moe_act, I, rows, n_rows, 0, I);
-  // One scratch buffer: the barrier at the end syncs before the next tile writes it.
   const int buf = 0;
   tile_mma(c, tile, gu ? H : I, buf);
   if (gu) {
@@ -318,7 +335,6 @@ __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int t
       }
     }
   }
-  consumer_sync();
   if (c.tid() == 0) ++c.s.claim_tally[gu ? clamp_sel(slot) : 0];
 }
 
@@ -357,9 +373,17 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
   load_claim_plan(c, in.layer);  // ends with a consumer barrier
   if (!gu) wait_all_slots(c, in);
   for (int k = 0; k < in.claim.max_claims; ++k) {
+    // Thread 0's reading of the header decides the tile for every thread,
+    // and it writes the tile's member rows before the one barrier that
+    // publishes both (expert_tile has none at its end; see there).
     StageHeader h;
     c.acquire(Ctx::kAnyTile, 0, &h);
-    const int tile = c.broadcast(h.tile);
+    if (c.tid() == 0) {
+      c.s.flag = h.tile;
+      if (h.tile >= 0) write_claim_rows(c, in, h.tile);
+    }
+    consumer_sync();
+    const int tile = c.s.flag;
     if (tile < 0) {
       c.release();
       break;
