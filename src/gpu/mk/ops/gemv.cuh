@@ -309,10 +309,18 @@ __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int t
   const int off = clamp_sel(cp.offset[clamp_sel(slot)]), n_rows = min(cp.count[clamp_sel(slot)], kMaxRows);
   const int32_t* rows = claim_rows(c);
   // Gate/up reads h rows: tagged by the set of rows (at batch 1 every slot
-  // reads row 0, staged once per layer); down reads the slot's own moe_act rows.
+  // reads row 0, staged once per layer). Down reads moe_act rows: when every
+  // selection of the step fits the mma's 8 columns (rows x top_k <= 8: batch
+  // 1 of a top-8 model), all of them, staged once per loop, and a tile's
+  // member is the column of its selection id; else the slot's own members,
+  // restaged whenever the slot changes (an L2 round trip each time: every
+  // run of tiles at 9268f8a).
+  const bool all_sel = !gu && p.rows * d.top_k <= kMaxRows;
   if (gu)
     c.stage_act(act_tag(kActMoe + 8, in.layer, d.parallel_block ? 0 : 1, 0, H, rows[kMaxRows]), p.h, H, rows,
                 n_rows, 0, H);
+  else if (all_sel)
+    c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, 1023), p.moe_act, I, nullptr, p.rows * d.top_k, 0, I);
   else
     c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, slot + 1), p.moe_act, I, rows, n_rows, 0, I);
   const int buf = 0;
@@ -331,7 +339,8 @@ __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int t
       const int m = c.tid() >> 3, n = c.tid() & 7, row = j * kTileRows + m;
       if (n < n_rows && row < H) {
         const int s_id = cp.member[clamp_sel(off + n)];
-        p.ybuf[int64_t(s_id) * H + row] = cp.weight[clamp_sel(s_id)] * tile_sum(c, buf, m, n);
+        p.ybuf[int64_t(s_id) * H + row] =
+            cp.weight[clamp_sel(s_id)] * tile_sum(c, buf, m, all_sel ? min(max(s_id, 0), kMaxRows - 1) : n);
       }
     }
   }
