@@ -122,7 +122,7 @@ struct Ctx {
   __device__ void release() {
     __syncwarp();
     if (lane() == 0) mbar_arrive(&s.empty[ring.stage()]);
-    ++ring.pos;
+    ring.advance();
   }
 
   // Copies rows of a bf16 matrix into the activation buffer: buffer row n (n

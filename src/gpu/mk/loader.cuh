@@ -123,8 +123,7 @@ class Loader {
     if (lane_ != 0) return;
     const uint64_t t0 = global_timer();
     for (uint32_t q = ring_.pos > uint32_t(kStages) ? ring_.pos - kStages : 0; q < ring_.pos; ++q) {
-      Ring r;
-      r.pos = q;
+      const Ring r = Ring::at(q);
       while (!mbar_try_wait(&s_.full[r.stage()], r.parity()) && global_timer() - t0 < 20000000ull) {
       }
     }
@@ -184,7 +183,7 @@ class Loader {
       if (lane_ == 0) mbar_arrive_expect_tx(&s_.full[st], __popc(valid) * bytes);
       __syncwarp();
       if (r >= 0) bulk_copy(s_.stage[st] + lane_ * kRowBytes, w + r * ld + cb, bytes, &s_.full[st], pol_);
-      ++ring_.pos;
+      ring_.advance();
     }
   }
 
@@ -233,7 +232,7 @@ class Loader {
       __syncwarp();
       KvBox b;
       if (kv_box(in, L, sr, stg, lane_, &b)) tensor_copy_2d(s_.stage[st] + b.dst, kv_map_, b.col, b.row, &s_.full[st], pol_);
-      ++ring_.pos;
+      ring_.advance();
     }
   }
 
@@ -298,7 +297,7 @@ class Loader {
       if (have == 0 || t >= n_tiles) {
         publish_header(st, -1, 0);
         if (lane_ == 0) mbar_arrive(&s_.full[st]);
-        ++ring_.pos;
+        ring_.advance();
         return;
       }
       ++cur;

@@ -82,11 +82,29 @@ struct Smem {
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;
 static_assert(kSmemBytes <= 232448, "the sm_90 opt-in shared memory limit per block");
 
-// A role's cursor over the ring's positions.
+// A role's cursor over the ring's positions: the position, and its stage
+// and phase parity kept as it advances (pos % 5 and pos / 5 on every use
+// were a visible share of the consumers' per-stage instructions).
 struct Ring {
   uint32_t pos = 0;
-  __device__ __forceinline__ int stage() const { return static_cast<int>(pos % kStages); }
-  __device__ __forceinline__ uint32_t parity() const { return (pos / kStages) & 1u; }
+  int st = 0;
+  uint32_t ph = 0;
+  __device__ static Ring at(uint32_t q) {
+    Ring r;
+    r.pos = q;
+    r.st = static_cast<int>(q % kStages);
+    r.ph = (q / kStages) & 1u;
+    return r;
+  }
+  __device__ __forceinline__ int stage() const { return st; }
+  __device__ __forceinline__ uint32_t parity() const { return ph; }
+  __device__ __forceinline__ void advance() {
+    ++pos;
+    if (++st == kStages) {
+      st = 0;
+      ph ^= 1u;
+    }
+  }
 };
 
 // ---- KV stage layout (the tensor map's swizzle) ----

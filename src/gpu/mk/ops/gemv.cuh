@@ -18,32 +18,44 @@ namespace ms::gpu::mk {
 // activation columns [ch * kStageCols, ...)) through the tensor cores and
 // leaves the 8 warps' partial sums in scratch buffer `buf` (0 / 1): float
 // [warp][16 rows][8 tokens]. Syncs the consumers before returning (also in
-// drain mode, where the sums are meaningless).
+// drain mode, where the sums are meaningless). A warp's k-steps of a stage
+// (at most 8: ks = warp + 8 i) are unrolled with the shared addresses
+// stepped by constants and two accumulators (two mma chains): at aac3eea
+// Nsight put most of the consumers' per-stage time in the loop's scalar
+// work (address conversion, trip counts, the ring's modulo), not the mma.
 __device__ __forceinline__ void tile_mma(Ctx& c, int tile, int k, int buf) {
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  constexpr int kStepsPerWarp = kStageCols / 16 / kConsumerWarps;  // 8
+  float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
   const int n_chunks = (k + kStageCols - 1) / kStageCols;
   const int mi = c.lane() >> 3;
   const int a_row = (mi & 1) * 8 + (c.lane() & 7), a_col = (mi >> 1) * 8;
   const int b_row = c.lane() & 7, b_col = ((c.lane() >> 3) & 1) * 8;
+  const uint32_t a_lane = static_cast<uint32_t>(__cvta_generic_to_shared(c.s.stage[0])) + a_row * kRowBytes +
+                          a_col * 2 + c.warp() * 32;
+  const uint32_t b_lane =
+      static_cast<uint32_t>(__cvta_generic_to_shared(c.s.act)) + b_row * kActStride + b_col * 2 + c.warp() * 32;
   for (int ch = 0; ch < n_chunks; ++ch) {
     const bool have = c.acquire(tile, ch);
     const int nks = have ? min(kStageCols, k - ch * kStageCols) / 16 : 0;
-    const unsigned char* a_base = c.stage() + a_row * kRowBytes + a_col * 2;
-    const unsigned char* b_base = c.s.act + b_row * kActStride + (ch * kStageCols + b_col) * 2;
-    for (int ks = c.warp(); ks < nks; ks += kConsumerWarps) {
-      uint32_t a[4], b[2];
-      ldmatrix_x4(a, a_base + ks * 32);
-      ldmatrix_x2(b, b_base + ks * 32);
-      mma_bf16_16816(acc, a, b[0], b[1]);
+    const int mine = nks > c.warp() ? (nks - c.warp() + kConsumerWarps - 1) / kConsumerWarps : 0;
+    const uint32_t a_base = a_lane + c.ring.stage() * kStageBytes, b_base = b_lane + ch * kStageCols * 2;
+#pragma unroll
+    for (int i = 0; i < kStepsPerWarp; ++i) {
+      if (i < mine) {
+        uint32_t a[4], b[2];
+        ldmatrix_x4_s(a, a_base + i * kConsumerWarps * 32);
+        ldmatrix_x2_s(b, b_base + i * kConsumerWarps * 32);
+        mma_bf16_16816(i & 1 ? acc1 : acc0, a, b[0], b[1]);
+      }
     }
     c.release();
   }
   float* part = reinterpret_cast<float*>(c.s.scratch) + buf * (kConsumerWarps * 128) + c.warp() * 128;
   const int g = c.lane() >> 2, t = c.lane() & 3;
-  part[g * 8 + 2 * t] = acc[0];
-  part[g * 8 + 2 * t + 1] = acc[1];
-  part[(g + 8) * 8 + 2 * t] = acc[2];
-  part[(g + 8) * 8 + 2 * t + 1] = acc[3];
+  part[g * 8 + 2 * t] = acc0[0] + acc1[0];
+  part[g * 8 + 2 * t + 1] = acc0[1] + acc1[1];
+  part[(g + 8) * 8 + 2 * t] = acc0[2] + acc1[2];
+  part[(g + 8) * 8 + 2 * t + 1] = acc0[3] + acc1[3];
   consumer_sync();
 }
 
@@ -269,10 +281,11 @@ __device__ __forceinline__ int clamp_sel(int i) { return min(max(i, 0), kMaxSele
 // The member rows of a claimed tile's expert slot (thread 0, before the
 // barrier that publishes the tile): rows[n] for member n (gate/up: the
 // token row, down: the selection id), rows[kMaxRows] the set of token rows
-// as a bit mask. Members are selection ids s = row * K + k, at most one per
+// as a bit mask, rows[kMaxRows + 1 / + 2] the tile's expert slot (clamped)
+// and its tile within the expert (one thread divides). Members are selection ids s = row * K + k, at most one per
 // row, ascending (so slots with the same rows stage the same buffer).
 __device__ __forceinline__ int32_t* claim_rows(Ctx& c) {
-  return reinterpret_cast<int32_t*>(c.s.scratch + kScratchBytes - 128);  // (kMaxRows + 1)
+  return reinterpret_cast<int32_t*>(c.s.scratch + kScratchBytes - 128);  // (kMaxRows + 3)
 }
 __device__ __forceinline__ void write_claim_rows(Ctx& c, const Instruction& in, int tile) {
   const Dims& d = c.p.dims;
@@ -282,6 +295,8 @@ __device__ __forceinline__ void write_claim_rows(Ctx& c, const Instruction& in, 
   const int slot = clamp_sel(tile / tpe);
   const int off = clamp_sel(cp.offset[slot]), cnt = min(cp.count[slot], kMaxRows);
   int32_t* rows = claim_rows(c);
+  rows[kMaxRows + 1] = slot;
+  rows[kMaxRows + 2] = tile - (tile / tpe) * tpe;
   uint32_t mask = 0;
   for (int n = 0; n < cnt; ++n) {
     const int sel = cp.member[clamp_sel(off + n)];
@@ -303,11 +318,10 @@ __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int t
   const Dims& d = p.dims;
   const int I = d.moe_ffn, H = d.hidden;
   const bool gu = in.op == Opcode::kExpertGateUp;
-  const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
-  const int slot = tile / tpe, j = tile % tpe;
-  const ClaimPlan& cp = claim_plan(c.s);
-  const int off = clamp_sel(cp.offset[clamp_sel(slot)]), n_rows = min(cp.count[clamp_sel(slot)], kMaxRows);
   const int32_t* rows = claim_rows(c);
+  const int slot = rows[kMaxRows + 1], j = rows[kMaxRows + 2];
+  const ClaimPlan& cp = claim_plan(c.s);
+  const int off = clamp_sel(cp.offset[slot]), n_rows = min(cp.count[slot], kMaxRows);
   // Gate/up reads h rows: tagged by the set of rows (at batch 1 every slot
   // reads row 0, staged once per layer). Down reads moe_act rows: when every
   // selection of the step fits the mma's 8 columns (rows x top_k <= 8: batch
@@ -344,7 +358,7 @@ __device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int t
       }
     }
   }
-  if (c.tid() == 0) ++c.s.claim_tally[gu ? clamp_sel(slot) : 0];
+  if (c.tid() == 0) ++c.s.claim_tally[gu ? slot : 0];
 }
 
 // The down loop's waits, all at once before its first tile: every routed
