@@ -150,6 +150,84 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
   return true;
 }
 
+// kRouter on the tensor cores (Params::router_mma): the tile's 16 experts
+// are M as in tile_mma, the fp32 input rows are staged per k-chunk as bf16
+// hi = bf16(x) in columns [0, kStageCols) and lo = bf16(x - hi) in
+// [kStageCols, 2 kStageCols) of the activation rows (4112 bytes hold both),
+// and each k-step runs two mma with the same weight fragment. The products
+// are exact in fp32 and x = hi + lo to ~2^-17, so the logits match the
+// CUDA-core router's to ~1e-6 relative (the sums run in another order).
+__device__ __forceinline__ bool op_router_mma(Ctx& c, const Instruction& in) {
+  constexpr int kStepsPerWarp = kStageCols / 16 / kConsumerWarps;
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  const int R = p.rows, H = d.hidden;
+  const int second = d.parallel_block ? 0 : 1;
+  const int mi = c.lane() >> 3;
+  const int a_row = (mi & 1) * 8 + (c.lane() & 7), a_col = (mi >> 1) * 8;
+  const int b_row = c.lane() & 7, b_col = ((c.lane() >> 3) & 1) * 8;
+  const uint32_t a_lane = static_cast<uint32_t>(__cvta_generic_to_shared(c.s.stage[0])) + a_row * kRowBytes +
+                          a_col * 2 + c.warp() * 32;
+  const uint32_t b_lane =
+      static_cast<uint32_t>(__cvta_generic_to_shared(c.s.act)) + b_row * kActStride + b_col * 2 + c.warp() * 32;
+  for (int t = in.gemv.tile0; t < in.gemv.tile0 + in.gemv.n_tiles; ++t) {
+    const int buf = (t - in.gemv.tile0) & 1;
+    float hi_acc[4] = {0.f, 0.f, 0.f, 0.f}, lo_acc[4] = {0.f, 0.f, 0.f, 0.f};
+    const int n_chunks = (H + kStageCols - 1) / kStageCols;
+    for (int ch = 0; ch < n_chunks; ++ch) {
+      const int c0 = ch * kStageCols, nc = min(kStageCols, H - c0);
+      const ActTag tag = act_tag(kActHf, in.layer, second, c0, nc, 1);
+      if (tag != c.act) {
+        // Rows past the step stay as they are: their mma columns are never read.
+        for (int i = c.tid(); i < R * nc / 4; i += kConsumerThreads) {
+          const int n = i / (nc / 4), q = i % (nc / 4);
+          const float4 v = __ldcg(reinterpret_cast<const float4*>(p.hf + int64_t(n) * H + c0) + q);
+          const __nv_bfloat162 h0 = __floats2bfloat162_rn(v.x, v.y), h1 = __floats2bfloat162_rn(v.z, v.w);
+          const float2 f0 = __bfloat1622float2(h0), f1 = __bfloat1622float2(h1);
+          const __nv_bfloat162 l0 = __floats2bfloat162_rn(v.x - f0.x, v.y - f0.y),
+                               l1 = __floats2bfloat162_rn(v.z - f1.x, v.w - f1.y);
+          unsigned char* row = c.s.act + n * kActStride;
+          *reinterpret_cast<uint2*>(row + q * 8) =
+              make_uint2(*reinterpret_cast<const uint32_t*>(&h0), *reinterpret_cast<const uint32_t*>(&h1));
+          *reinterpret_cast<uint2*>(row + kStageCols * 2 + q * 8) =
+              make_uint2(*reinterpret_cast<const uint32_t*>(&l0), *reinterpret_cast<const uint32_t*>(&l1));
+        }
+        consumer_sync();
+        c.act = tag;
+      }
+      const bool have = c.acquire(t, ch);
+      const int nks = have ? nc / 16 : 0;
+      const int mine = nks > c.warp() ? (nks - c.warp() + kConsumerWarps - 1) / kConsumerWarps : 0;
+      const uint32_t a_base = a_lane + c.ring.stage() * kStageBytes;
+#pragma unroll
+      for (int i = 0; i < kStepsPerWarp; ++i) {
+        if (i < mine) {
+          uint32_t a[4], bh[2], bl[2];
+          ldmatrix_x4_s(a, a_base + i * kConsumerWarps * 32);
+          ldmatrix_x2_s(bh, b_lane + i * kConsumerWarps * 32);
+          ldmatrix_x2_s(bl, b_lane + kStageCols * 2 + i * kConsumerWarps * 32);
+          mma_bf16_16816(hi_acc, a, bh[0], bh[1]);
+          mma_bf16_16816(lo_acc, a, bl[0], bl[1]);
+        }
+      }
+      c.release();
+      consumer_sync();  // every warp is done with the staged rows before the next chunk's
+    }
+    float* part = reinterpret_cast<float*>(c.s.scratch) + buf * (kConsumerWarps * 128) + c.warp() * 128;
+    const int g = c.lane() >> 2, tq = c.lane() & 3;
+    part[g * 8 + 2 * tq] = hi_acc[0] + lo_acc[0];
+    part[g * 8 + 2 * tq + 1] = hi_acc[1] + lo_acc[1];
+    part[(g + 8) * 8 + 2 * tq] = hi_acc[2] + lo_acc[2];
+    part[(g + 8) * 8 + 2 * tq + 1] = hi_acc[3] + lo_acc[3];
+    consumer_sync();
+    if (c.tid() < 128) {
+      const int m = c.tid() >> 3, n = c.tid() & 7, e = t * kTileRows + m;
+      if (n < R && e < d.n_experts) p.router_logits[int64_t(n) * d.n_experts + e] = tile_sum(c, buf, m, n);
+    }
+  }
+  return true;
+}
+
 // kRouter: 16 experts x H, fp32 input. Warp w owns experts 2w, 2w + 1 of the
 // tile: lane l dots columns l * 8 + 256 u of each k-chunk (the layered
 // router's per-lane order), then a warp sum; the chunk's fp32 input rows are
