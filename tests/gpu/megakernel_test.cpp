@@ -137,8 +137,12 @@ const std::vector<Mini>& minis() {
       {"qwen3_hd64", "qwen3", 64, 128, 40},
       {"llama_hd32", "llama", 32, 128, 0},
       // bf16 rounding flips grow with the 2048-term sums (first device run:
-      // 1.4e-2 at 1 row, 2.2e-2 at 8, no routing involved).
-      {"nmc_hidden2048", "cohere2_moe", 64, 2048, 40, json::object(), 16, 12, 0, 3e-2},
+      // 1.4e-2 at 1 row, 2.2e-2 at 8, no routing involved). The router's
+      // inputs carry them: router logits 1.3-3.0e-2 off the interpreter's
+      // with either router (CUDA cores at f862483: 2.97e-2 at 3 rows;
+      // tensor cores at fa57ee4: 3.00e-2 at 8; the same per row otherwise),
+      // so its bound is twice the logits' here, as kRouterTol is for the rest.
+      {"nmc_hidden2048", "cohere2_moe", 64, 2048, 40, json::object(), 16, 12, 0, 3e-2, 64, 6e-2},
       {"nmc_group8", "cohere2_moe", 128, 256, 40, json{{"num_attention_heads", 16}, {"num_key_value_heads", 2}}, 16, 12},
       // 8 experts' bf16 products summed per row (first device run: 1.2e-2).
       {"nmc_experts128", "cohere2_moe", 64, 256, 40,
