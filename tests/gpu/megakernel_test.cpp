@@ -865,13 +865,12 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   ASSERT_TRUE(back.is_ok());
   EXPECT_TRUE(*back == *full);
   // Applied on top of a base (the environment over the options).
-  auto sched = parse_mk_tuning("o_run=1,qkv_run=2,costs=0,router_mma=0");
+  auto sched = parse_mk_tuning("o_run=1,qkv_run=2,costs=0");
   ASSERT_TRUE(sched.is_ok()) << sched.status().to_string();
   EXPECT_EQ(sched->o_run, 1);
   EXPECT_EQ(sched->qkv_run, 2);
   EXPECT_EQ(sched->costs, 0);
-  EXPECT_EQ(sched->router_mma, 0);
-  EXPECT_EQ(mk_tuning_name(*sched), "qkv_run=2,o_run=1,costs=0,router_mma=0");
+  EXPECT_EQ(mk_tuning_name(*sched), "qkv_run=2,o_run=1,costs=0");
   auto over = parse_mk_tuning("down_batch=8", *full);
   ASSERT_TRUE(over.is_ok());
   EXPECT_EQ(over->down_batch, 8);

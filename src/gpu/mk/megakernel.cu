@@ -33,7 +33,7 @@ __device__ __forceinline__ bool execute(Ctx& c, const Instruction& in) {
     case Opcode::kLmHead:
       return op_gemv(c, in);
     case Opcode::kRouter:
-      return c.p.router_mma ? op_router_mma(c, in) : op_router(c, in);
+      return op_router(c, in);
     case Opcode::kRoute:
       return op_route(c, in.layer);
     case Opcode::kAttention:

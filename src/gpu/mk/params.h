@@ -131,9 +131,6 @@ struct Params {
   int32_t claim_batch_down = 1;
   int32_t gate_gu = -1;
   int32_t gate_down = -1;
-  // kRouter on the tensor cores (fp32 input as bf16 hi + lo) instead of the
-  // CUDA cores (MkTuning::router_mma).
-  int32_t router_mma = 0;
   // Watchdog and diagnostics.
   uint64_t watchdog_ns = 0;
   MkError* error = nullptr;

@@ -150,14 +150,19 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
   return true;
 }
 
-// kRouter on the tensor cores (Params::router_mma): the tile's 16 experts
-// are M as in tile_mma, the fp32 input rows are staged per k-chunk as bf16
-// hi = bf16(x) in columns [0, kStageCols) and lo = bf16(x - hi) in
+// kRouter (16 experts x H, fp32 input) on the tensor cores: the tile's 16
+// experts are M as in tile_mma, the fp32 input rows are staged per k-chunk
+// as bf16 hi = bf16(x) in columns [0, kStageCols) and lo = bf16(x - hi) in
 // [kStageCols, 2 kStageCols) of the activation rows (4112 bytes hold both),
 // and each k-step runs two mma with the same weight fragment. The products
-// are exact in fp32 and x = hi + lo to ~2^-17, so the logits match the
-// CUDA-core router's to ~1e-6 relative (the sums run in another order).
-__device__ __forceinline__ bool op_router_mma(Ctx& c, const Instruction& in) {
+// are exact in fp32 and hi + lo is x to ~2^-17 of it, so the logits are
+// those of an fp32 dot product up to the order of the sums. Measured at
+// 6f2416a against the CUDA-core router it replaced (lane l dotting columns
+// 8 l + 256 u in fp32; more than one row read its inputs with 8-way bank
+// conflicts, and a conflict-free layout for it spilled the kernel): router
+// tile 4.3 -> 2.5 us after its data, bs 1 / 2 / 8 at 8K 3.449 -> 3.411,
+// 4.893 -> 4.793, 11.708 -> 11.623 ms (docs/megakernel.md, round 7).
+__device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
   constexpr int kStepsPerWarp = kStageCols / 16 / kConsumerWarps;
   const Params& p = c.p;
   const Dims& d = p.dims;
@@ -223,110 +228,6 @@ __device__ __forceinline__ bool op_router_mma(Ctx& c, const Instruction& in) {
     if (c.tid() < 128) {
       const int m = c.tid() >> 3, n = c.tid() & 7, e = t * kTileRows + m;
       if (n < R && e < d.n_experts) p.router_logits[int64_t(n) * d.n_experts + e] = tile_sum(c, buf, m, n);
-    }
-  }
-  return true;
-}
-
-// kRouter: 16 experts x H, fp32 input. Warp w owns experts 2w, 2w + 1 of the
-// tile: lane l dots columns l * 8 + 256 u of each k-chunk (the layered
-// router's per-lane order), then a warp sum; the chunk's fp32 input rows are
-// staged in the activation buffer. At batch 1 a lane reads its 8 input
-// columns as two 16-byte loads, once for both experts: as 8 scalar loads per
-// expert (lanes 32 bytes apart: 8-way bank conflicts) they were, by count,
-// ~4.7 us of a router tile's ~8 (docs/megakernel.md, round 5; the same
-// products in the same order). More rows keep the scalar loads: a 16-byte
-// variant for them spilled (all rows' inputs in flight at once).
-__device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
-  const Params& p = c.p;
-  const Dims& d = p.dims;
-  const int R = p.rows, H = d.hidden;
-  const int second = d.parallel_block ? 0 : 1;
-  for (int t = in.gemv.tile0; t < in.gemv.tile0 + in.gemv.n_tiles; ++t) {
-    float acc[2][kMaxRows];
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int n = 0; n < kMaxRows; ++n) acc[j][n] = 0.f;
-    const int n_chunks = (H + kStageCols - 1) / kStageCols;
-    for (int ch = 0; ch < n_chunks; ++ch) {
-      const int c0 = ch * kStageCols, nc = min(kStageCols, H - c0);
-      // fp32 rows of the chunk (4 bytes a column: stage as bf16 pairs of 16-byte pieces).
-      const ActTag tag = act_tag(kActHf, in.layer, second, c0, nc, 0);
-      if (tag != c.act) {
-        for (int i = c.tid(); i < R * nc / 4; i += kConsumerThreads) {
-          const int n = i / (nc / 4), q = i % (nc / 4);
-          const float4 v = __ldcg(reinterpret_cast<const float4*>(p.hf + int64_t(n) * H + c0) + q);
-          *reinterpret_cast<float4*>(c.s.act + n * kActStride + q * 16) = v;
-        }
-        consumer_sync();
-        c.act = tag;
-      }
-      const bool have = c.acquire(t, ch);
-      const unsigned char* st = c.stage();
-      if (R == 1) {
-        // One row (uniform branch): its 8 input columns as two 16-byte loads
-        // per u, used for both experts.
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int col = c.lane() * 8 + u * 256;
-          if (have && col < nc) {
-            const float4* xp = reinterpret_cast<const float4*>(c.s.act + col * 4);
-            const float4 x0 = xp[0], x1 = xp[1];
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              float wf[8];
-              bf16x8_to_f32(*reinterpret_cast<const uint4*>(st + (2 * c.warp() + j) * kRowBytes + col * 2), wf);
-              float a = acc[j][0];
-              a = fmaf(wf[0], x0.x, a);
-              a = fmaf(wf[1], x0.y, a);
-              a = fmaf(wf[2], x0.z, a);
-              a = fmaf(wf[3], x0.w, a);
-              a = fmaf(wf[4], x1.x, a);
-              a = fmaf(wf[5], x1.y, a);
-              a = fmaf(wf[6], x1.z, a);
-              a = fmaf(wf[7], x1.w, a);
-              acc[j][0] = a;
-            }
-          }
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; have && j < 2; ++j) {
-          const int m = 2 * c.warp() + j;
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const int col = c.lane() * 8 + u * 256;
-            if (col < nc) {
-              float wf[8];
-              bf16x8_to_f32(*reinterpret_cast<const uint4*>(st + m * kRowBytes + col * 2), wf);
-#pragma unroll
-              for (int n = 0; n < kMaxRows; ++n) {
-                if (n < R) {
-                  const float* x = reinterpret_cast<const float*>(c.s.act + n * kActStride) + col;
-                  float a = acc[j][n];
-#pragma unroll
-                  for (int e = 0; e < 8; ++e) a = fmaf(wf[e], x[e], a);
-                  acc[j][n] = a;
-                }
-              }
-            }
-          }
-        }
-      }
-      c.release();
-      consumer_sync();  // every warp is done with the staged rows before the next chunk's
-    }
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int e = t * kTileRows + 2 * c.warp() + j;
-#pragma unroll
-      for (int n = 0; n < kMaxRows; ++n) {
-        if (n < R) {  // uniform: rows past the step skip their reductions
-          const float v = warp_sum(acc[j][n]);
-          if (c.lane() == 0 && e < d.n_experts) p.router_logits[int64_t(n) * d.n_experts + e] = v;
-        }
-      }
     }
   }
   return true;
