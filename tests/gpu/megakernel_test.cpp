@@ -572,19 +572,27 @@ TEST(MkTimeline, RecordsEveryInstruction) {
     // Weight streams always read one (attention splits of a short row, and
     // claims, may read none).
     if (op == ::ms::mk::Opcode::kQkv || op == ::ms::mk::Opcode::kOProj || op == ::ms::mk::Opcode::kRouter ||
-        op == ::ms::mk::Opcode::kLmHead)
+        op == ::ms::mk::Opcode::kLmHead) {
       EXPECT_GT(tl[i].data, 0u) << i;
-    if (ringless) EXPECT_EQ(tl[i].issue, 0u) << i;
-    if (norm || op == ::ms::mk::Opcode::kRoute) EXPECT_GT(tl[i].data, 0u) << i;
-    if (op == ::ms::mk::Opcode::kAttnCombine) EXPECT_EQ(tl[i].data, 0u) << i;
+    }
+    if (ringless) {
+      EXPECT_EQ(tl[i].issue, 0u) << i;
+    }
+    if (norm || op == ::ms::mk::Opcode::kRoute) {
+      EXPECT_GT(tl[i].data, 0u) << i;
+    }
+    if (op == ::ms::mk::Opcode::kAttnCombine) {
+      EXPECT_EQ(tl[i].data, 0u) << i;
+    }
     // Tiles: a weight stream's own, a claim loop's taken ones (at most its
     // max_claims), none for the rest.
-    if (op == ::ms::mk::Opcode::kExpertGateUp || op == ::ms::mk::Opcode::kExpertDown)
+    if (op == ::ms::mk::Opcode::kExpertGateUp || op == ::ms::mk::Opcode::kExpertDown) {
       EXPECT_LE(tl[i].tiles, uint32_t(s.instrs[i].claim.max_claims)) << i;
-    else if (op == ::ms::mk::Opcode::kQkv || op == ::ms::mk::Opcode::kOProj || op == ::ms::mk::Opcode::kLmHead)
+    } else if (op == ::ms::mk::Opcode::kQkv || op == ::ms::mk::Opcode::kOProj || op == ::ms::mk::Opcode::kLmHead) {
       EXPECT_EQ(tl[i].tiles, uint32_t(s.instrs[i].gemv.n_tiles)) << i;
-    else if (ringless)
+    } else if (ringless) {
       EXPECT_EQ(tl[i].tiles, 0u) << i;
+    }
   }
 }
 
