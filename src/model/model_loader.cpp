@@ -40,7 +40,9 @@ Result<std::unique_ptr<LoadedModel>> load_model(const std::string& dir,
   MS_ASSIGN_OR_RETURN(m->weights, bind_weights(m->config, *m->checkpoint));
   if (progress) progress("mapped " + format_gb(m->checkpoint->total_bytes()) + " of weights");
   FiniteCheckStats st;
-  MS_RETURN_IF_ERROR(check_finite(*m->checkpoint, 0, &st));
+  FiniteCheckProgress meter;
+  meter.emit = progress;
+  MS_RETURN_IF_ERROR(check_finite(*m->checkpoint, 0, &st, meter));
   if (progress) {
     char line[160];
     std::snprintf(line, sizeof(line), "weights are finite: %.2f GB checked in %.2f s (%.1f GB/s, %d threads)",

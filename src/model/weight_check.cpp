@@ -4,9 +4,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 #include <vector>
 
+#include "core/byte_progress.h"
 #include "core/thread_pool.h"
 
 namespace ms {
@@ -98,7 +102,7 @@ int64_t first_non_finite(const uint8_t* data, int64_t count, DType dtype) {
   return -1;
 }
 
-Status check_finite(const Checkpoint& ck, int threads, FiniteCheckStats* stats) {
+Status check_finite(const Checkpoint& ck, int threads, FiniteCheckStats* stats, const FiniteCheckProgress& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   constexpr int64_t kChunkBytes = int64_t(8) << 20;
   std::vector<Chunk> chunks;
@@ -112,15 +116,41 @@ Status check_finite(const Checkpoint& ck, int threads, FiniteCheckStats* stats) 
   // First bad element of each chunk, or -1; chunks are in checkpoint order.
   std::vector<int64_t> bad(chunks.size(), -1);
   std::atomic<bool> any{false};
+  // The meter: its own thread polls the bytes done (ByteProgress is
+  // single-threaded) until the scan ends, then reports where it ended.
+  std::atomic<uint64_t> done{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool scanned = false;
+  std::thread meter;
+  if (progress.emit) {
+    meter = std::thread([&] {
+      ByteProgress bp("reading the weights (finite check)", bytes, progress.emit, progress.interval_s,
+                      progress.min_total);
+      std::unique_lock<std::mutex> lock(mu);
+      while (!cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return scanned; })) bp.update(done.load());
+      bp.update(done.load());
+    });
+  }
   ThreadPool pool(threads);
   pool.parallel_for(static_cast<int64_t>(chunks.size()), [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
       const Chunk& k = chunks[c];
-      const uint8_t* p = k.tensor->data + k.first * static_cast<int64_t>(dtype_size(k.tensor->dtype));
+      const int64_t esize = static_cast<int64_t>(dtype_size(k.tensor->dtype));
+      const uint8_t* p = k.tensor->data + k.first * esize;
       bad[c] = first_non_finite(p, k.count, k.tensor->dtype);
       if (bad[c] >= 0) any = true;
+      done.fetch_add(static_cast<uint64_t>(k.count * esize), std::memory_order_relaxed);
     }
   });
+  if (meter.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      scanned = true;
+    }
+    cv.notify_all();
+    meter.join();
+  }
   if (stats) {
     stats->bytes = bytes;
     stats->threads = pool.size();

@@ -166,7 +166,9 @@ TEST_P(StagedUploadTest, MatchesTheOldPathBitForBit) {
   auto st = staged_upload(jobs, sink, opt);
   ASSERT_TRUE(st.is_ok()) << st.status().message();
   EXPECT_EQ(sink.violations, 0);
-  if (c.buffer_bytes <= (size_t(1) << 20)) EXPECT_GT(sink.waits, 2);  // the buffers went round
+  if (c.buffer_bytes <= (size_t(1) << 20)) {
+    EXPECT_GT(sink.waits, 2);  // the buffers went round
+  }
   uint64_t src_bytes = 0, dst_bytes = 0;
   for (size_t i = 0; i < srcs.size(); ++i) {
     src_bytes += srcs[i].bytes.size();

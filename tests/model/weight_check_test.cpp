@@ -11,8 +11,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "model/init_random.h"
 #include "model/model_loader.h"
@@ -121,6 +124,32 @@ TEST_F(WeightCheckLoad, NanAndInfFailNamingFileTensorAndElement) {
   ASSERT_FALSE(m.is_ok());
   EXPECT_NE(m.status().message().find("'model.norm.weight' [64]: element 0 is -Inf (BF16 0xff80)"), std::string::npos)
       << m.status().message();
+}
+
+// The scan is the pass that reads a checkpoint from disk: it reports its
+// bytes and rate while it runs (a meter thread; here every poll, and it
+// ends at 100%).
+TEST_F(WeightCheckLoad, ProgressLinesEndAtEveryByte) {
+  auto ck = Checkpoint::open(dir_.string());
+  ASSERT_TRUE(ck.is_ok());
+  std::vector<std::string> lines;
+  std::mutex mu;
+  FiniteCheckProgress meter;
+  meter.emit = [&](const std::string& l) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.push_back(l);
+  };
+  meter.interval_s = 0;
+  meter.min_total = 0;
+  ASSERT_TRUE(check_finite(**ck, 2, nullptr, meter).is_ok());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back().rfind("reading the weights (finite check): ", 0), 0u) << lines.back();
+  EXPECT_NE(lines.back().find("(100%)"), std::string::npos) << lines.back();
+  // Below min_total (the default 1 GiB): quiet.
+  lines.clear();
+  meter.min_total = (*ck)->total_bytes() + 1;
+  ASSERT_TRUE(check_finite(**ck, 2, nullptr, meter).is_ok());
+  EXPECT_TRUE(lines.empty());
 }
 
 TEST_F(WeightCheckLoad, StatsCountEveryFloatByte) {

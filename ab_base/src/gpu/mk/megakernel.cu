@@ -1,0 +1,143 @@
+// The decode megakernel: one persistent CTA per SM runs its instruction list
+// (src/mk/schedule.h) for the whole decode step. Warp roles:
+//   warps 0-7  consumers: wait on each instruction's dependency counters,
+//              compute it from the stage ring and the activation buffers,
+//              write its outputs and signal its counters;
+//   warp 8     loader: streams every instruction's weights / K-V pages into
+//              the ring ahead of the consumers (loader.cuh).
+// No grid-wide barrier: instructions wait only on their own producers
+// (counters), and a zeroing pass is replaced by two counter banks (the CTAs
+// zero the other bank while they run). A wait that exceeds the watchdog
+// records the instruction and counter and makes every CTA give up the step
+// (the host turns it into an error; the process does not hang).
+#include "gpu/mk/megakernel.h"
+
+#include "gpu/common/cuda_check.h"
+#include "gpu/mk/loader.cuh"
+#include "gpu/mk/ops/attention.cuh"
+#include "gpu/mk/ops/gemv.cuh"
+#include "gpu/mk/ops/norm_route.cuh"
+
+namespace ms::gpu::mk {
+namespace {
+
+__device__ __forceinline__ bool execute(Ctx& c, const Instruction& in) {
+  switch (in.op) {
+    case Opcode::kNorm:
+    case Opcode::kFinalNorm:
+      return op_norm(c, in);
+    case Opcode::kQkv:
+    case Opcode::kOProj:
+    case Opcode::kDenseGateUp:
+    case Opcode::kDenseDown:
+    case Opcode::kLmHead:
+      return op_gemv(c, in);
+    case Opcode::kRouter:
+      return op_router(c, in);
+    case Opcode::kRoute:
+      return op_route(c, in.layer);
+    case Opcode::kAttention:
+      return op_attention(c, in);
+    case Opcode::kAttnCombine:
+      return op_combine(c, in);
+    case Opcode::kExpertGateUp:
+    case Opcode::kExpertDown:
+      return op_claims(c, in);
+    case Opcode::kBarrier:
+    case Opcode::kNop:
+      return true;
+  }
+  if (c.tid() == 0) report(c.p, kErrBadInstruction, c.at, 0, 0, 0, 0);
+  return false;
+}
+
+__device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
+  Ctx c(p, s);
+  const uint32_t b = p.sm_begin[blockIdx.x], e = p.sm_begin[blockIdx.x + 1];
+  for (uint32_t i = b; i < e; ++i) {
+    const Instruction in = p.instrs[i];
+    // The next instruction's line into L1 while this one runs (the list is
+    // read once per step: without it every instruction starts with a DRAM
+    // round trip).
+    if (i + 1 < e) prefetch_l1(p.instrs + i + 1);
+    c.at = site_of(i - b, in);
+    // Where the consumers are, for the loader's claim gate.
+    if ((p.gate_gu >= 0 || p.gate_down >= 0) && c.tid() == 0)
+      *reinterpret_cast<volatile int32_t*>(&s.consumer_instr) = static_cast<int32_t>(i - b);
+    c.t_data = 0;
+    c.t_tiles = 0;
+    c.t_stall = 0;
+    const uint64_t t_start = (p.timeline && c.tid() == 0) ? global_timer() : 0;
+    const bool claims = in.op == Opcode::kExpertGateUp || in.op == Opcode::kExpertDown;
+    // No early exit, also when the step is given up (consumer_ctx.cuh):
+    // a failed wait only puts the thread in drain mode.
+    if (!claims)
+      for (const auto& w : in.wait) c.wait(w.counter, w.target);
+    const uint64_t t_ready = (p.timeline && c.tid() == 0) ? global_timer() : 0;
+    if (!execute(c, in) && c.tid() == 0) c.drain = true;
+    // Instruction-level signals (claims signal their tallies; their signal[1] is
+    // the barrier ablation's phase counter).
+    signal_counter(p, claims || c.drain ? ::ms::mk::kNoCounter : in.signal[0]);
+    if (in.signal[1] != ::ms::mk::kNoCounter && c.tid() == 0 && !c.drain) red_release_add(p.counters + in.signal[1], 1u);
+    if (p.timeline && c.tid() == 0) {
+      TimelineEntry& t = p.timeline[i];
+      t.start = t_start;
+      t.ready = t_ready;
+      t.data = c.t_data;
+      t.end = global_timer();
+      t.opcode = static_cast<uint16_t>(in.op);
+      t.layer = in.layer;
+      const bool gemv = in.op == Opcode::kQkv || in.op == Opcode::kOProj || in.op == Opcode::kRouter ||
+                        in.op == Opcode::kDenseGateUp || in.op == Opcode::kDenseDown || in.op == Opcode::kLmHead;
+      t.tiles = claims ? c.t_tiles : gemv ? uint32_t(max(in.gemv.n_tiles, 0)) : 0u;
+      t.stall = c.t_stall;
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) megakernel(const __grid_constant__ Params p,
+                                                          const __grid_constant__ CUtensorMap kv_map) {
+  extern __shared__ unsigned char smem_raw[];
+  Smem& s = smem_of(smem_raw);
+  if (threadIdx.x == 0) {
+    s.consumer_instr = -1;
+    for (int i = 0; i < kStages; ++i) {
+      mbar_init(&s.full[i], 1);
+      mbar_init(&s.empty[i], kConsumerWarps);
+    }
+    mbar_fence_init();
+  }
+  // This step's CTAs zero the other counter bank (the previous step used it,
+  // the next one will), a slice each.
+  for (int i = blockIdx.x * kThreads + threadIdx.x; i < p.bank_words; i += gridDim.x * kThreads) p.counters_next[i] = 0;
+  __syncthreads();
+  if (threadIdx.x / 32 == kLoaderWarp) {
+    Loader ld(p, &kv_map, s);
+    ld.run();
+  } else {
+    consumer_main(p, s);
+  }
+}
+
+}  // namespace
+
+Status launch_megakernel(const Params& p, const CUtensorMap& kv_map, cudaStream_t stream) {
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(megakernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
+  MS_CUDA_RETURN(attr);
+  megakernel<<<p.n_sm, kThreads, kSmemBytes, stream>>>(p, kv_map);
+  MS_CUDA_LAUNCH_CHECK("megakernel");
+  return Status::ok();
+}
+
+size_t megakernel_smem_bytes() { return kSmemBytes; }
+int megakernel_threads() { return kThreads; }
+
+Result<int> megakernel_blocks_per_sm() {
+  MS_CUDA_RETURN(cudaFuncSetAttribute(megakernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+  int n = 0;
+  MS_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, megakernel, kThreads, kSmemBytes));
+  return n;
+}
+
+}  // namespace ms::gpu::mk

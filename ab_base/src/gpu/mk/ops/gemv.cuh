@@ -1,0 +1,427 @@
+// The weight-streaming opcodes (kQkv, kOProj, kDenseGateUp, kDenseDown,
+// kLmHead, the claimed expert tiles) on the tensor cores, swap-AB: a tile's
+// 16 weight rows are the M of mma.sync m16n8k16, the step's (up to 8) token
+// rows the N, so one pass over each weight byte serves every row of the
+// batch. The weights stream through the ring (loader.cuh); the activation
+// rows sit in the activation buffer (bf16, padded rows). Each consumer warp
+// takes every 8th k-step of a stage; the 8 partial 16 x 8 tiles are summed
+// through shared memory (double-buffered per tile) and the epilogue of the
+// opcode writes the outputs. kRouter runs on the CUDA cores (fp32 input).
+#pragma once
+
+#include "gpu/common/mma.cuh"
+#include "gpu/mk/consumer_ctx.cuh"
+
+namespace ms::gpu::mk {
+
+// Streams one tile's n_chunks positions (k columns in all, chunk ch at
+// activation columns [ch * kStageCols, ...)) through the tensor cores and
+// leaves the 8 warps' partial sums in scratch buffer `buf` (0 / 1): float
+// [warp][16 rows][8 tokens]. Syncs the consumers before returning (also in
+// drain mode, where the sums are meaningless). A warp's k-steps of a stage
+// (at most 8: ks = warp + 8 i) are unrolled with the shared addresses
+// stepped by constants and two accumulators (two mma chains): at aac3eea
+// Nsight put most of the consumers' per-stage time in the loop's scalar
+// work (address conversion, trip counts, the ring's modulo), not the mma.
+__device__ __forceinline__ void tile_mma(Ctx& c, int tile, int k, int buf) {
+  constexpr int kStepsPerWarp = kStageCols / 16 / kConsumerWarps;  // 8
+  float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
+  const int n_chunks = (k + kStageCols - 1) / kStageCols;
+  const int mi = c.lane() >> 3;
+  const int a_row = (mi & 1) * 8 + (c.lane() & 7), a_col = (mi >> 1) * 8;
+  const int b_row = c.lane() & 7, b_col = ((c.lane() >> 3) & 1) * 8;
+  const uint32_t a_lane = static_cast<uint32_t>(__cvta_generic_to_shared(c.s.stage[0])) + a_row * kRowBytes +
+                          a_col * 2 + c.warp() * 32;
+  const uint32_t b_lane =
+      static_cast<uint32_t>(__cvta_generic_to_shared(c.s.act)) + b_row * kActStride + b_col * 2 + c.warp() * 32;
+  for (int ch = 0; ch < n_chunks; ++ch) {
+    const bool have = c.acquire(tile, ch);
+    const int nks = have ? min(kStageCols, k - ch * kStageCols) / 16 : 0;
+    const int mine = nks > c.warp() ? (nks - c.warp() + kConsumerWarps - 1) / kConsumerWarps : 0;
+    const uint32_t a_base = a_lane + c.ring.stage() * kStageBytes, b_base = b_lane + ch * kStageCols * 2;
+#pragma unroll
+    for (int i = 0; i < kStepsPerWarp; ++i) {
+      if (i < mine) {
+        uint32_t a[4], b[2];
+        ldmatrix_x4_s(a, a_base + i * kConsumerWarps * 32);
+        ldmatrix_x2_s(b, b_base + i * kConsumerWarps * 32);
+        mma_bf16_16816(i & 1 ? acc1 : acc0, a, b[0], b[1]);
+      }
+    }
+    c.release();
+  }
+  float* part = reinterpret_cast<float*>(c.s.scratch) + buf * (kConsumerWarps * 128) + c.warp() * 128;
+  const int g = c.lane() >> 2, t = c.lane() & 3;
+  part[g * 8 + 2 * t] = acc0[0] + acc1[0];
+  part[g * 8 + 2 * t + 1] = acc0[1] + acc1[1];
+  part[(g + 8) * 8 + 2 * t] = acc0[2] + acc1[2];
+  part[(g + 8) * 8 + 2 * t + 1] = acc0[3] + acc1[3];
+  consumer_sync();
+}
+
+// The sum over the warps of element (m, n) of scratch buffer `buf`.
+__device__ __forceinline__ float tile_sum(const Ctx& c, int buf, int m, int n) {
+  const float* part = reinterpret_cast<const float*>(c.s.scratch) + buf * (kConsumerWarps * 128) + m * 8 + n;
+  float v = 0.f;
+#pragma unroll
+  for (int w = 0; w < kConsumerWarps; ++w) v += part[w * 128];
+  return v;
+}
+
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+// kQkv, kOProj, kDenseGateUp, kDenseDown, kLmHead.
+__device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  const int R = p.rows;
+  const bool last_layer_block = in.layer >= d.n_layers;
+  const LayerPtrs* L = last_layer_block ? nullptr : &p.layers[in.layer];
+  const bool second = !d.parallel_block;  // sequential blocks: the FFN reads the second norm's h
+  const auto& g = in.gemv;
+  for (int t = g.tile0; t < g.tile0 + g.n_tiles; ++t) {
+    const int buf = (t - g.tile0) & 1;
+    switch (in.op) {
+      case Opcode::kQkv: {
+        c.stage_act(act_tag(kActH, in.layer, 0, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
+        tile_mma(c, t, d.hidden, buf);
+        if (c.tid() < 128) {
+          const int m = c.tid() >> 3, n = c.tid() & 7, row = t * kTileRows + m;
+          if (n < R && row < d.qkv_width)
+            p.qkv[int64_t(n) * d.qkv_width + row] = tile_sum(c, buf, m, n) + (L->qkv_b ? L->qkv_b[row] : 0.f);
+        }
+        break;
+      }
+      case Opcode::kOProj: {
+        const int kw = d.group * d.head_dim, c0 = g.kslice * kw;
+        c.stage_act(act_tag(kActAttn, in.layer, 0, c0, kw, 0), p.attn_out + c0, d.q_width, nullptr, R, 0, kw);
+        tile_mma(c, t, kw, buf);
+        if (c.tid() < 128) {
+          const int m = c.tid() >> 3, n = c.tid() & 7, row = t * kTileRows + m;
+          if (n < R && row < d.hidden)
+            p.o_part[(int64_t(g.kslice) * R + n) * d.hidden + row] =
+                tile_sum(c, buf, m, n) + (g.kslice == 0 && L->o_b ? L->o_b[row] : 0.f);
+        }
+        break;
+      }
+      case Opcode::kDenseGateUp: {
+        const bool shared = in.flags & ::ms::mk::kFlagShared;
+        const int F = shared ? d.shared_ffn : d.dense_ffn;
+        uint16_t* act = shared ? p.shared_act : p.dense_act;
+        c.stage_act(act_tag(kActH, in.layer, second, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
+        tile_mma(c, t, d.hidden, buf);
+        if (c.tid() < 64) {
+          const int m = c.tid() >> 3, n = c.tid() & 7, col = t * ::ms::mk::kPairCols + m;
+          if (n < R && col < F) {
+            const float y = silu_mul(tile_sum(c, buf, m, n), tile_sum(c, buf, m + 8, n));
+            act[int64_t(n) * F + col] = __bfloat16_as_ushort(__float2bfloat16_rn(y));
+          }
+        }
+        break;
+      }
+      case Opcode::kDenseDown: {
+        const bool shared = in.flags & ::ms::mk::kFlagShared;
+        const int F = shared ? d.shared_ffn : d.dense_ffn;
+        const ::ms::mk::RowRange cols = ::ms::mk::down_slice_cols(F, g.kslice);
+        const int k = cols.end - cols.begin;
+        c.stage_act(act_tag(shared ? kActShared : kActDense, in.layer, 0, cols.begin, k, 0),
+                    (shared ? p.shared_act : p.dense_act) + cols.begin, F, nullptr, R, 0, k);
+        tile_mma(c, t, k, buf);
+        if (c.tid() < 128) {
+          const int m = c.tid() >> 3, n = c.tid() & 7, row = t * kTileRows + m;
+          float* part = shared ? p.shared_part : p.dense_part;
+          if (n < R && row < d.hidden) part[(int64_t(g.kslice) * R + n) * d.hidden + row] = tile_sum(c, buf, m, n);
+        }
+        break;
+      }
+      case Opcode::kLmHead: {
+        c.stage_act(act_tag(kActH, in.layer, 0, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
+        tile_mma(c, t, d.hidden, buf);
+        if (c.tid() < 128) {
+          const int m = c.tid() >> 3, n = c.tid() & 7, row = t * kTileRows + m;
+          if (n < R && row < d.vocab) p.logits[int64_t(n) * d.vocab + row] = tile_sum(c, buf, m, n) * d.logit_scale;
+        }
+        break;
+      }
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+// kRouter: 16 experts x H, fp32 input. Warp w owns experts 2w, 2w + 1 of the
+// tile: lane l dots columns l * 8 + 256 u of each k-chunk (the layered
+// router's per-lane order), then a warp sum; the chunk's fp32 input rows are
+// staged in the activation buffer. At batch 1 a lane reads its 8 input
+// columns as two 16-byte loads, once for both experts: as 8 scalar loads per
+// expert (lanes 32 bytes apart: 8-way bank conflicts) they were, by count,
+// ~4.7 us of a router tile's ~8 (docs/megakernel.md, round 5; the same
+// products in the same order). More rows keep the scalar loads: a 16-byte
+// variant for them spilled (all rows' inputs in flight at once).
+__device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  const int R = p.rows, H = d.hidden;
+  const int second = d.parallel_block ? 0 : 1;
+  for (int t = in.gemv.tile0; t < in.gemv.tile0 + in.gemv.n_tiles; ++t) {
+    float acc[2][kMaxRows];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int n = 0; n < kMaxRows; ++n) acc[j][n] = 0.f;
+    const int n_chunks = (H + kStageCols - 1) / kStageCols;
+    for (int ch = 0; ch < n_chunks; ++ch) {
+      const int c0 = ch * kStageCols, nc = min(kStageCols, H - c0);
+      // fp32 rows of the chunk (4 bytes a column: stage as bf16 pairs of 16-byte pieces).
+      const ActTag tag = act_tag(kActHf, in.layer, second, c0, nc, 0);
+      if (tag != c.act) {
+        for (int i = c.tid(); i < R * nc / 4; i += kConsumerThreads) {
+          const int n = i / (nc / 4), q = i % (nc / 4);
+          const float4 v = __ldcg(reinterpret_cast<const float4*>(p.hf + int64_t(n) * H + c0) + q);
+          *reinterpret_cast<float4*>(c.s.act + n * kActStride + q * 16) = v;
+        }
+        consumer_sync();
+        c.act = tag;
+      }
+      const bool have = c.acquire(t, ch);
+      const unsigned char* st = c.stage();
+      if (R == 1) {
+        // One row (uniform branch): its 8 input columns as two 16-byte loads
+        // per u, used for both experts.
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int col = c.lane() * 8 + u * 256;
+          if (have && col < nc) {
+            const float4* xp = reinterpret_cast<const float4*>(c.s.act + col * 4);
+            const float4 x0 = xp[0], x1 = xp[1];
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              float wf[8];
+              bf16x8_to_f32(*reinterpret_cast<const uint4*>(st + (2 * c.warp() + j) * kRowBytes + col * 2), wf);
+              float a = acc[j][0];
+              a = fmaf(wf[0], x0.x, a);
+              a = fmaf(wf[1], x0.y, a);
+              a = fmaf(wf[2], x0.z, a);
+              a = fmaf(wf[3], x0.w, a);
+              a = fmaf(wf[4], x1.x, a);
+              a = fmaf(wf[5], x1.y, a);
+              a = fmaf(wf[6], x1.z, a);
+              a = fmaf(wf[7], x1.w, a);
+              acc[j][0] = a;
+            }
+          }
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; have && j < 2; ++j) {
+          const int m = 2 * c.warp() + j;
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const int col = c.lane() * 8 + u * 256;
+            if (col < nc) {
+              float wf[8];
+              bf16x8_to_f32(*reinterpret_cast<const uint4*>(st + m * kRowBytes + col * 2), wf);
+#pragma unroll
+              for (int n = 0; n < kMaxRows; ++n) {
+                if (n < R) {
+                  const float* x = reinterpret_cast<const float*>(c.s.act + n * kActStride) + col;
+                  float a = acc[j][n];
+#pragma unroll
+                  for (int e = 0; e < 8; ++e) a = fmaf(wf[e], x[e], a);
+                  acc[j][n] = a;
+                }
+              }
+            }
+          }
+        }
+      }
+      c.release();
+      consumer_sync();  // every warp is done with the staged rows before the next chunk's
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int e = t * kTileRows + 2 * c.warp() + j;
+#pragma unroll
+      for (int n = 0; n < kMaxRows; ++n) {
+        if (n < R) {  // uniform: rows past the step skip their reductions
+          const float v = warp_sum(acc[j][n]);
+          if (c.lane() == 0 && e < d.n_experts) p.router_logits[int64_t(n) * d.n_experts + e] = v;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// The layer's routing plan into shared memory (claim_plan), once per claim
+// instruction, after its wait on kRoute. Indices are clamped: in drain mode
+// the plan may be anything, and it is only read, never followed out of
+// bounds.
+__device__ __forceinline__ void load_claim_plan(Ctx& c, int layer) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  ClaimPlan& cp = claim_plan(c.s);
+  const int E = d.n_experts, n_sel = min(p.rows * d.top_k, kMaxSelections);
+  const int na = min(static_cast<int>(__ldcg(p.counters + p.ctr.n_active(layer))), kMaxSelections);
+  if (c.tid() == 0) c.s.claim_slots = max(na, 0);
+  for (int i = c.tid(); i < n_sel; i += kConsumerThreads) {
+    if (i < na) {
+      cp.offset[i] = __ldcg(p.plan + 1 + E + i);
+      cp.count[i] = __ldcg(p.plan + 1 + 2 * E + i);
+    }
+    cp.member[i] = __ldcg(p.plan + 1 + 3 * E + i);
+    cp.weight[i] = __ldcg(p.topk_w + i);
+  }
+  consumer_sync();
+}
+
+__device__ __forceinline__ int clamp_sel(int i) { return min(max(i, 0), kMaxSelections - 1); }
+
+// The member rows of a claimed tile's expert slot (thread 0, before the
+// barrier that publishes the tile): rows[n] for member n (gate/up: the
+// token row, down: the selection id), rows[kMaxRows] the set of token rows
+// as a bit mask, rows[kMaxRows + 1 / + 2] the tile's expert slot (clamped)
+// and its tile within the expert (one thread divides). Members are selection ids s = row * K + k, at most one per
+// row, ascending (so slots with the same rows stage the same buffer).
+__device__ __forceinline__ int32_t* claim_rows(Ctx& c) {
+  return reinterpret_cast<int32_t*>(c.s.scratch + kScratchBytes - 128);  // (kMaxRows + 3)
+}
+__device__ __forceinline__ void write_claim_rows(Ctx& c, const Instruction& in, int tile) {
+  const Dims& d = c.p.dims;
+  const bool gu = in.op == Opcode::kExpertGateUp;
+  const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
+  const ClaimPlan& cp = claim_plan(c.s);
+  const int slot = clamp_sel(tile / tpe);
+  const int off = clamp_sel(cp.offset[slot]), cnt = min(cp.count[slot], kMaxRows);
+  int32_t* rows = claim_rows(c);
+  rows[kMaxRows + 1] = slot;
+  rows[kMaxRows + 2] = tile - (tile / tpe) * tpe;
+  uint32_t mask = 0;
+  for (int n = 0; n < cnt; ++n) {
+    const int sel = cp.member[clamp_sel(off + n)];
+    mask |= 1u << min(max(sel / d.top_k, 0), kMaxRows - 1);
+    rows[n] = gu ? sel / d.top_k : sel;
+  }
+  rows[kMaxRows] = static_cast<int32_t>(mask);
+}
+
+// One claimed expert tile (its rows written by write_claim_rows, published
+// by the loop's barrier): gate/up (slot, 8 intermediate columns) or down
+// (slot, 16 output rows), for the expert's member rows, read from the
+// plan's shared-memory copy. Its completion is tallied in shared memory;
+// the claim loop signals the tallies at its end. No barrier at the end: the
+// next tile's publishing barrier comes before anything this one reads is
+// written again (the rows, the activation buffer, the partial sums).
+__device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int tile) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  const int I = d.moe_ffn, H = d.hidden;
+  const bool gu = in.op == Opcode::kExpertGateUp;
+  const int32_t* rows = claim_rows(c);
+  const int slot = rows[kMaxRows + 1], j = rows[kMaxRows + 2];
+  const ClaimPlan& cp = claim_plan(c.s);
+  const int off = clamp_sel(cp.offset[slot]), n_rows = min(cp.count[slot], kMaxRows);
+  // Gate/up reads h rows: tagged by the set of rows (at batch 1 every slot
+  // reads row 0, staged once per layer). Down reads moe_act rows: when every
+  // selection of the step fits the mma's 8 columns (rows x top_k <= 8: batch
+  // 1 of a top-8 model), all of them, staged once per loop, and a tile's
+  // member is the column of its selection id; else the slot's own members,
+  // restaged whenever the slot changes (an L2 round trip each time: every
+  // run of tiles at 9268f8a).
+  const bool all_sel = !gu && p.rows * d.top_k <= kMaxRows;
+  if (gu)
+    c.stage_act(act_tag(kActMoe + 8, in.layer, d.parallel_block ? 0 : 1, 0, H, rows[kMaxRows]), p.h, H, rows,
+                n_rows, 0, H);
+  else if (all_sel)
+    c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, 1023), p.moe_act, I, nullptr, p.rows * d.top_k, 0, I);
+  else
+    c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, slot + 1), p.moe_act, I, rows, n_rows, 0, I);
+  const int buf = 0;
+  tile_mma(c, tile, gu ? H : I, buf);
+  if (gu) {
+    if (c.tid() < 64) {
+      const int m = c.tid() >> 3, n = c.tid() & 7, col = j * ::ms::mk::kPairCols + m;
+      if (n < n_rows && col < I) {
+        const int s_id = cp.member[clamp_sel(off + n)];
+        const float y = silu_mul(tile_sum(c, buf, m, n), tile_sum(c, buf, m + 8, n));
+        p.moe_act[int64_t(s_id) * I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(y));
+      }
+    }
+  } else {
+    if (c.tid() < 128) {
+      const int m = c.tid() >> 3, n = c.tid() & 7, row = j * kTileRows + m;
+      if (n < n_rows && row < H) {
+        const int s_id = cp.member[clamp_sel(off + n)];
+        p.ybuf[int64_t(s_id) * H + row] =
+            cp.weight[clamp_sel(s_id)] * tile_sum(c, buf, m, all_sel ? min(max(s_id, 0), kMaxRows - 1) : n);
+      }
+    }
+  }
+  if (c.tid() == 0) ++c.s.claim_tally[gu ? slot : 0];
+}
+
+// The down loop's waits, all at once before its first tile: every routed
+// slot's gate/up tiles are done (thread t < n_active polls slot t: one round
+// trip for all, instead of one per tile). The gate/up loops do not depend on
+// the down loops and come first in every SM's list, so this cannot wait on
+// itself. Measured (docs/megakernel.md, round 3): a win at bs 8 (~35 tiles per
+// loop); at bs 1 it waits ~14 us for SMs whose loader claimed a gate/up tile
+// while their consumers were still in attention (experiment claim_near).
+// Relies on kFlagWait1PlusSlot, which the schedule sets on every down claim.
+__device__ __forceinline__ void wait_all_slots(Ctx& c, const Instruction& in) {
+  const Params& p = c.p;
+  const int na = c.s.claim_slots;  // load_claim_plan's barrier made it visible
+  if (c.tid() == 0) c.s.claim_fail = 0;
+  consumer_sync();
+  if (c.tid() < na && !c.drain &&
+      !wait_counter(p, in.wait[1].counter + uint32_t(c.tid()), in.wait[1].target, c.at, 0))
+    c.s.claim_fail = 1;
+  consumer_sync();
+  if (c.s.claim_fail) c.drain = true;
+  consumer_sync();
+}
+
+// kExpertGateUp / kExpertDown: the claim loop (the loader claimed the tiles;
+// each position's header names the tile, -1 when the queue ran out). Which
+// tile is thread 0's reading of the header, for every thread: the loop's
+// control flow never depends on a thread's own (possibly abandoned) wait.
+// The tiles' signals are tallied and sent together at the end (one release
+// fence per loop instead of one per tile): the down loops wait for every
+// slot anyway, and the next norm for every down tile.
+__device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
+  const bool gu = in.op == Opcode::kExpertGateUp;
+  c.wait(in.wait[0].counter, in.wait[0].target);  // the routing plan is visible
+  for (int i = c.tid(); i < kMaxSelections; i += kConsumerThreads) c.s.claim_tally[i] = 0;
+  load_claim_plan(c, in.layer);  // ends with a consumer barrier
+  if (!gu) wait_all_slots(c, in);
+  for (int k = 0; k < in.claim.max_claims; ++k) {
+    // Thread 0's reading of the header decides the tile for every thread,
+    // and it writes the tile's member rows before the one barrier that
+    // publishes both (expert_tile has none at its end; see there).
+    StageHeader h;
+    c.acquire(Ctx::kAnyTile, 0, &h);
+    if (c.tid() == 0) {
+      c.s.flag = h.tile;
+      if (h.tile >= 0) write_claim_rows(c, in, h.tile);
+    }
+    consumer_sync();
+    const int tile = c.s.flag;
+    if (tile < 0) {
+      c.release();
+      break;
+    }
+    expert_tile(c, in, tile);
+    if (c.p.timeline && c.tid() == 0) ++c.t_tiles;
+  }
+  consumer_sync();
+  if (c.tid() == 0 && !c.drain) {
+    release_fence();
+    const int n = gu ? c.s.claim_slots : 1;
+    for (int i = 0; i < n; ++i)
+      if (c.s.claim_tally[i] > 0) red_relaxed_add(c.p.counters + in.signal[0] + uint32_t(i), uint32_t(c.s.claim_tally[i]));
+  }
+  return true;
+}
+
+}  // namespace ms::gpu::mk
