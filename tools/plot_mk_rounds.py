@@ -19,7 +19,7 @@ def main(src, dst):
     for r in rows:
         if r["git_revision"] not in revs:
             revs.append(r["git_revision"])
-    W, H, left, top, bottom = 760, 360, 60, 40, 70
+    W, H, left, top, bottom = max(760, 110 + 90 * len(revs)), 360, 60, 40, 70
     plot_h = H - top - bottom
     group_w = (W - left - 20) / len(revs)
     y = lambda pct: top + plot_h * (1 - pct / 70.0)
