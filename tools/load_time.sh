@@ -46,6 +46,11 @@ done
 if [ "$(stat -f -c %T "$DIR")" != tmpfs ] && [ -w /proc/sys/vm/drop_caches ]; then
   sync
   echo 3 > /proc/sys/vm/drop_caches
+  # The disk's own sequential rate, to compare the load with: one shard read
+  # with O_DIRECT (it bypasses the page cache, so the load stays cold).
+  shard=$(ls "$DIR"/*.safetensors | head -1)
+  dd if="$shard" of=/dev/null bs=16M iflag=direct 2> "$OUT/dd.log" &&
+    echo "load_time: disk: $(tail -1 "$OUT/dd.log") (dd O_DIRECT of $(basename "$shard"))"
 fi
 port=$((20000 + RANDOM % 20000))
 t0=$(date +%s.%N)
@@ -85,6 +90,6 @@ if [ -n "$LAYERS" ]; then
   gb=$(grep -oE "mapped [0-9.]+ GB of weights" "$OUT/serve.log" | tail -1 | grep -oE "[0-9.]+")
   check=$(grep -oE "weights are finite: [0-9.]+ GB checked in [0-9.]+ s \([0-9.]+ GB/s" "$OUT/serve.log" | tail -1)
   up=$(grep -oE "reading and uploading the weights: [0-9.]+ GB in [0-9.]+ s \([0-9.]+ GB/s\)" "$OUT/serve.log" | tail -1)
-  [ -n "$gb" ] && echo "load_time: $LAYERS of 49 layers, $gb GB: ready in $ready s ($check; $up);" \
+  [ -n "$gb" ] && awk -v g="$gb" 'BEGIN{exit !(g > 0)}' && echo "load_time: $LAYERS of 49 layers, $gb GB: ready in $ready s ($check; $up);" \
     "the full 60.97 GB at the same rates: ~$(awk -v r="$ready" -v g="$gb" 'BEGIN{printf "%.0f", r * 60.97 / g}') s to ready (extrapolated)"
 fi
