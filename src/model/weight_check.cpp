@@ -117,18 +117,33 @@ Status check_finite(const Checkpoint& ck, int threads, FiniteCheckStats* stats, 
   std::vector<int64_t> bad(chunks.size(), -1);
   std::atomic<bool> any{false};
   // The meter: its own thread polls the bytes done (ByteProgress is
-  // single-threaded) until the scan ends, then reports where it ended.
+  // single-threaded) every 100 ms until the scan ends (its last poll is
+  // throttled like the others). A guard stops and joins it on every way out
+  // of this scope, also when building the pool throws.
   std::atomic<uint64_t> done{0};
-  std::mutex mu;
-  std::condition_variable cv;
-  bool scanned = false;
-  std::thread meter;
+  struct Meter {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool scanned = false;
+    std::thread thread;
+    void stop() {
+      if (!thread.joinable()) return;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        scanned = true;
+      }
+      cv.notify_all();
+      thread.join();
+    }
+    ~Meter() { stop(); }
+  } meter;
   if (progress.emit) {
-    meter = std::thread([&] {
+    meter.thread = std::thread([&] {
       ByteProgress bp("reading the weights (finite check)", bytes, progress.emit, progress.interval_s,
                       progress.min_total);
-      std::unique_lock<std::mutex> lock(mu);
-      while (!cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return scanned; })) bp.update(done.load());
+      std::unique_lock<std::mutex> lock(meter.mu);
+      while (!meter.cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return meter.scanned; }))
+        bp.update(done.load());
       bp.update(done.load());
     });
   }
@@ -143,14 +158,7 @@ Status check_finite(const Checkpoint& ck, int threads, FiniteCheckStats* stats, 
       done.fetch_add(static_cast<uint64_t>(k.count * esize), std::memory_order_relaxed);
     }
   });
-  if (meter.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      scanned = true;
-    }
-    cv.notify_all();
-    meter.join();
-  }
+  meter.stop();
   if (stats) {
     stats->bytes = bytes;
     stats->threads = pool.size();

@@ -6,7 +6,8 @@
 // rows sit in the activation buffer (bf16, padded rows). Each consumer warp
 // takes every 8th k-step of a stage; the 8 partial 16 x 8 tiles are summed
 // through shared memory (double-buffered per tile) and the epilogue of the
-// opcode writes the outputs. kRouter runs on the CUDA cores (fp32 input).
+// opcode writes the outputs. kRouter takes its fp32 input as bf16 hi + lo
+// halves, two mma per k-step (op_router).
 #pragma once
 
 #include "gpu/common/mma.cuh"
