@@ -25,7 +25,7 @@ def main(src, dst):
     y = lambda pct: top + plot_h * (1 - pct / 70.0)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
            f'<text x="{left}" y="18" font-size="13">megakernel, NMC full shape, 8K context, H200: % of nominal SoL per '
-           'revision (dark: default list order, pale: its A/B)</text>']
+           'revision (dark: its default, pale: its A/B variant)</text>']
     for pct in range(0, 71, 10):
         out.append(f'<line x1="{left}" x2="{W - 20}" y1="{y(pct):.1f}" y2="{y(pct):.1f}" stroke="#ddd"/>')
         out.append(f'<text x="{left - 6}" y="{y(pct) + 4:.1f}" text-anchor="end">{pct}%</text>')
