@@ -15,6 +15,34 @@
 
 namespace ms::gpu::mk {
 
+// This lane's shared addresses of its ldmatrix rows for k-step `warp` of a
+// stage: A in stage 0's weight rows (add stage x kStageBytes), B in the
+// activation rows; k-step warp + 8 i is i x 8 x 32 bytes further.
+struct MmaLanes {
+  uint32_t a, b;
+};
+__device__ __forceinline__ MmaLanes mma_lanes(const Ctx& c) {
+  const int mi = c.lane() >> 3;
+  const int a_row = (mi & 1) * 8 + (c.lane() & 7), a_col = (mi >> 1) * 8;
+  const int b_row = c.lane() & 7, b_col = ((c.lane() >> 3) & 1) * 8;
+  return {static_cast<uint32_t>(__cvta_generic_to_shared(c.s.stage[0])) + a_row * kRowBytes + a_col * 2 +
+              c.warp() * 32,
+          static_cast<uint32_t>(__cvta_generic_to_shared(c.s.act)) + b_row * kActStride + b_col * 2 + c.warp() * 32};
+}
+
+// The warp's partial 16 x 8 tile (the sum of its two accumulators, in the
+// mma's fragment layout) into scratch buffer `buf`, then the consumer
+// barrier that makes every warp's partials readable (tile_sum).
+__device__ __forceinline__ void store_partials(Ctx& c, int buf, const float (&x)[4], const float (&y)[4]) {
+  float* part = reinterpret_cast<float*>(c.s.scratch) + buf * (kConsumerWarps * 128) + c.warp() * 128;
+  const int g = c.lane() >> 2, t = c.lane() & 3;
+  part[g * 8 + 2 * t] = x[0] + y[0];
+  part[g * 8 + 2 * t + 1] = x[1] + y[1];
+  part[(g + 8) * 8 + 2 * t] = x[2] + y[2];
+  part[(g + 8) * 8 + 2 * t + 1] = x[3] + y[3];
+  consumer_sync();
+}
+
 // Streams one tile's n_chunks positions (k columns in all, chunk ch at
 // activation columns [ch * kStageCols, ...)) through the tensor cores and
 // leaves the 8 warps' partial sums in scratch buffer `buf` (0 / 1): float
@@ -28,18 +56,12 @@ __device__ __forceinline__ void tile_mma(Ctx& c, int tile, int k, int buf) {
   constexpr int kStepsPerWarp = kStageCols / 16 / kConsumerWarps;  // 8
   float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
   const int n_chunks = (k + kStageCols - 1) / kStageCols;
-  const int mi = c.lane() >> 3;
-  const int a_row = (mi & 1) * 8 + (c.lane() & 7), a_col = (mi >> 1) * 8;
-  const int b_row = c.lane() & 7, b_col = ((c.lane() >> 3) & 1) * 8;
-  const uint32_t a_lane = static_cast<uint32_t>(__cvta_generic_to_shared(c.s.stage[0])) + a_row * kRowBytes +
-                          a_col * 2 + c.warp() * 32;
-  const uint32_t b_lane =
-      static_cast<uint32_t>(__cvta_generic_to_shared(c.s.act)) + b_row * kActStride + b_col * 2 + c.warp() * 32;
+  const MmaLanes lanes = mma_lanes(c);
   for (int ch = 0; ch < n_chunks; ++ch) {
     const bool have = c.acquire(tile, ch);
     const int nks = have ? min(kStageCols, k - ch * kStageCols) / 16 : 0;
     const int mine = nks > c.warp() ? (nks - c.warp() + kConsumerWarps - 1) / kConsumerWarps : 0;
-    const uint32_t a_base = a_lane + c.ring.stage() * kStageBytes, b_base = b_lane + ch * kStageCols * 2;
+    const uint32_t a_base = lanes.a + c.ring.stage() * kStageBytes, b_base = lanes.b + ch * kStageCols * 2;
 #pragma unroll
     for (int i = 0; i < kStepsPerWarp; ++i) {
       if (i < mine) {
@@ -51,13 +73,7 @@ __device__ __forceinline__ void tile_mma(Ctx& c, int tile, int k, int buf) {
     }
     c.release();
   }
-  float* part = reinterpret_cast<float*>(c.s.scratch) + buf * (kConsumerWarps * 128) + c.warp() * 128;
-  const int g = c.lane() >> 2, t = c.lane() & 3;
-  part[g * 8 + 2 * t] = acc0[0] + acc1[0];
-  part[g * 8 + 2 * t + 1] = acc0[1] + acc1[1];
-  part[(g + 8) * 8 + 2 * t] = acc0[2] + acc1[2];
-  part[(g + 8) * 8 + 2 * t + 1] = acc0[3] + acc1[3];
-  consumer_sync();
+  store_partials(c, buf, acc0, acc1);
 }
 
 // The sum over the warps of element (m, n) of scratch buffer `buf`.
@@ -169,13 +185,7 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
   const Dims& d = p.dims;
   const int R = p.rows, H = d.hidden;
   const int second = d.parallel_block ? 0 : 1;
-  const int mi = c.lane() >> 3;
-  const int a_row = (mi & 1) * 8 + (c.lane() & 7), a_col = (mi >> 1) * 8;
-  const int b_row = c.lane() & 7, b_col = ((c.lane() >> 3) & 1) * 8;
-  const uint32_t a_lane = static_cast<uint32_t>(__cvta_generic_to_shared(c.s.stage[0])) + a_row * kRowBytes +
-                          a_col * 2 + c.warp() * 32;
-  const uint32_t b_lane =
-      static_cast<uint32_t>(__cvta_generic_to_shared(c.s.act)) + b_row * kActStride + b_col * 2 + c.warp() * 32;
+  const MmaLanes lanes = mma_lanes(c);
   for (int t = in.gemv.tile0; t < in.gemv.tile0 + in.gemv.n_tiles; ++t) {
     const int buf = (t - in.gemv.tile0) & 1;
     float hi_acc[4] = {0.f, 0.f, 0.f, 0.f}, lo_acc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -204,14 +214,14 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
       const bool have = c.acquire(t, ch);
       const int nks = have ? nc / 16 : 0;
       const int mine = nks > c.warp() ? (nks - c.warp() + kConsumerWarps - 1) / kConsumerWarps : 0;
-      const uint32_t a_base = a_lane + c.ring.stage() * kStageBytes;
+      const uint32_t a_base = lanes.a + c.ring.stage() * kStageBytes;
 #pragma unroll
       for (int i = 0; i < kStepsPerWarp; ++i) {
         if (i < mine) {
           uint32_t a[4], bh[2], bl[2];
           ldmatrix_x4_s(a, a_base + i * kConsumerWarps * 32);
-          ldmatrix_x2_s(bh, b_lane + i * kConsumerWarps * 32);
-          ldmatrix_x2_s(bl, b_lane + kStageCols * 2 + i * kConsumerWarps * 32);
+          ldmatrix_x2_s(bh, lanes.b + i * kConsumerWarps * 32);
+          ldmatrix_x2_s(bl, lanes.b + kStageCols * 2 + i * kConsumerWarps * 32);
           mma_bf16_16816(hi_acc, a, bh[0], bh[1]);
           mma_bf16_16816(lo_acc, a, bl[0], bl[1]);
         }
@@ -219,13 +229,7 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
       c.release();
       consumer_sync();  // every warp is done with the staged rows before the next chunk's
     }
-    float* part = reinterpret_cast<float*>(c.s.scratch) + buf * (kConsumerWarps * 128) + c.warp() * 128;
-    const int g = c.lane() >> 2, tq = c.lane() & 3;
-    part[g * 8 + 2 * tq] = hi_acc[0] + lo_acc[0];
-    part[g * 8 + 2 * tq + 1] = hi_acc[1] + lo_acc[1];
-    part[(g + 8) * 8 + 2 * tq] = hi_acc[2] + lo_acc[2];
-    part[(g + 8) * 8 + 2 * tq + 1] = hi_acc[3] + lo_acc[3];
-    consumer_sync();
+    store_partials(c, buf, hi_acc, lo_acc);
     if (c.tid() < 128) {
       const int m = c.tid() >> 3, n = c.tid() & 7, e = t * kTileRows + m;
       if (n < R && e < d.n_experts) p.router_logits[int64_t(n) * d.n_experts + e] = tile_sum(c, buf, m, n);
