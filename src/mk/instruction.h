@@ -69,7 +69,7 @@ enum class Opcode : uint16_t {
   // gemv: O-projection output-row tiles over the k-slice of KV group
   // `kslice` (its G heads) -> o_part[kslice] (fp32), summed by the next norm.
   kOProj = 5,
-  // gemv: router logit tiles (experts) from hf (fp32 input, CUDA cores).
+  // gemv: router logit tiles (experts) from hf (fp32 input as bf16 hi + lo, tensor cores).
   kRouter = 6,
   // (none): top-k of every row, the routing plan (routed experts ascending,
   // their members) and the sizes of the two claim queues.
