@@ -247,8 +247,8 @@ class Builder {
       for (int part = 0; part < 3; ++part) {
         const RowRange rr = qkv_group_rows(d, g, part);
         const int t_end = ceil_div(rr.end, kTileRows);
-        for (int t = rr.begin / kTileRows; t < t_end; t += std::max(opt_.qkv_run, 1)) {
-          const int n = std::min(std::max(opt_.qkv_run, 1), t_end - t);
+        for (int t = rr.begin / kTileRows; t < t_end; t += opt_.qkv_run) {  // run in 1..64 (build_schedule)
+          const int n = std::min(opt_.qkv_run, t_end - t);
           Instruction in = gemv(Opcode::kQkv, l, t, n, 0, ctr_.norm(l), ctr_.qkv(l, g));
           if (!planted_ && opt_.plant_stuck_wait && d.n_experts == 0) {
             in.wait[1] = {stuck_counter(), 1};
@@ -288,7 +288,7 @@ class Builder {
     const Dims& d = d_;
     p_.begin_phase(l, kPOProj);
     const double o_bytes = double(kTileRows) * d.group * d.head_dim * 2;
-    const int run = std::max(opt_.o_run, 1);
+    const int run = opt_.o_run;  // 1..64 (build_schedule)
     for (int g = 0; g < o_slices(d); ++g)
       for (int t = 0; t < o_tiles(d); t += run) {
         const int n = std::min(run, o_tiles(d) - t);
