@@ -46,11 +46,20 @@ done
 if [ "$(stat -f -c %T "$DIR")" != tmpfs ] && [ -w /proc/sys/vm/drop_caches ]; then
   sync
   echo 3 > /proc/sys/vm/drop_caches
-  # The disk's own sequential rate, to compare the load with: one shard read
-  # with O_DIRECT (it bypasses the page cache, so the load stays cold).
+  # The disk's own rate, to compare the load with, read with O_DIRECT (it
+  # bypasses the page cache, so the load after it stays cold): one shard by
+  # one stream, then every shard at once (one stream each), which is what
+  # the load's 16 threads ask of the disk.
   shard=$(ls "$DIR"/*.safetensors | head -1)
   dd if="$shard" of=/dev/null bs=16M iflag=direct 2> "$OUT/dd.log" &&
-    echo "load_time: disk: $(tail -1 "$OUT/dd.log") (dd O_DIRECT of $(basename "$shard"))"
+    echo "load_time: disk, one stream: $(tail -1 "$OUT/dd.log") (dd O_DIRECT of $(basename "$shard"))"
+  d0=$(date +%s.%N)
+  for f in "$DIR"/*.safetensors; do dd if="$f" of=/dev/null bs=16M iflag=direct 2>> "$OUT/dd_all.log" & done
+  wait
+  d1=$(date +%s.%N)
+  bytes=$(du -cb --apparent-size "$DIR"/*.safetensors | tail -1 | cut -f1)
+  echo "load_time: disk, one stream per shard: $(awk -v n="$bytes" -v a="$d1" -v b="$d0" \
+    'BEGIN{printf "%.2f GB in %.1f s, %.2f GB/s", n / 1e9, a - b, n / 1e9 / (a - b)}') (dd O_DIRECT of every shard at once)"
 fi
 port=$((20000 + RANDOM % 20000))
 t0=$(date +%s.%N)
