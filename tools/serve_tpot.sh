@@ -68,3 +68,7 @@ if [ "$BACKEND" != ref ] && [ "$MODEL" = models/configs/north-mini-code ]; then
     --decode-backend "$(echo ${DECODE_BACKENDS:-layered megakernel} | tr ' ' ',')" --json "$OUT/bench_decode.json" \
     2> "$OUT/bench_decode.log" | tee -a "$summary"
 fi
+# The device tool returns at most 8 files: everything in $OUT goes into
+# serve_tpot.tgz, with the summary and the step times also beside it.
+(cd "$OUT" && tar czf serve_tpot.tgz $(ls | grep -v '^serve_tpot.tgz$') &&
+  ls | grep -vE '^(serve_tpot.tgz|serve_tpot.txt|bench_decode.json)$' | xargs rm -rf)
