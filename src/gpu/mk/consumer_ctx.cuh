@@ -126,16 +126,18 @@ struct Ctx {
   }
 
   // Copies rows of a bf16 matrix into the activation buffer: buffer row n (n
-  // < nrows) = src row rows[n], columns [c0, c0 + k); then syncs. rows null:
-  // row n is src row n.
-  __device__ void stage_act(ActTag tag, const uint16_t* src, int64_t ld, const int32_t* rows, int nrows, int c0, int k) {
+  // < nrows, at n x stride bytes) = src row rows[n], columns [c0, c0 + k);
+  // then syncs. rows null: row n is src row n. A tag names one layout: a
+  // buffer staged with another stride gets another tag.
+  __device__ void stage_act(ActTag tag, const uint16_t* src, int64_t ld, const int32_t* rows, int nrows, int c0, int k,
+                            int stride = kActStride) {
     if (tag == act) return;
     const int per_row = k / 8;  // 16-byte pieces
     for (int i = tid(); i < nrows * per_row; i += kConsumerThreads) {
       const int n = i / per_row, c = i % per_row;
       const int64_t r = rows ? rows[n] : n;
       const uint4 v = __ldcg(reinterpret_cast<const uint4*>(src + r * ld + c0) + c);
-      *reinterpret_cast<uint4*>(s.act + n * kActStride + c * 16) = v;
+      *reinterpret_cast<uint4*>(s.act + n * stride + c * 16) = v;
     }
     consumer_sync();
     act = tag;

@@ -366,23 +366,143 @@ __device__ __forceinline__ void wait_all_slots(Ctx& c, const Instruction& in) {
   consumer_sync();
 }
 
-// kExpertGateUp / kExpertDown: the claim loop (the loader claimed the tiles;
-// each position's header names the tile, -1 when the queue ran out). Which
-// tile is thread 0's reading of the header, for every thread: the loop's
-// control flow never depends on a thread's own (possibly abandoned) wait.
-// The tiles' signals are tallied and sent together at the end (one release
-// fence per loop instead of one per tile): the down loops wait for every
-// slot anyway, and the next norm for every down tile.
-__device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
+// One warp's pass over k-steps [0, nks) of a stage: the tile's 16 weight rows
+// from this lane's ldmatrix address a (stage, k-step 0) against activation
+// rows from b, stepping both by 32 bytes a k-step; two mma chains.
+// One warp's pass over k-steps [0, nks) of a stage: the tile's 16 weight rows
+// from this lane's ldmatrix address a (stage, k-step 0) against activation
+// rows from b, stepping both by 32 bytes a k-step; two mma chains. The
+// accumulators live in the lane's slot of shared memory between stages
+// (acc_slot, float4): kept in registers across the ring waits of a
+// multi-stage tile they spilled the kernel (it is at its 168-register
+// ceiling).
+__device__ __forceinline__ void warp_mma_stage(uint32_t a, uint32_t b, int nks, float4* acc_slot, bool first) {
+  float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
+  if (!first) {
+    const float4 v = *acc_slot;
+    acc0[0] = v.x, acc0[1] = v.y, acc0[2] = v.z, acc0[3] = v.w;
+  }
+  for (int ks = 0; ks < nks; ks += 4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (ks + i < nks) {
+        uint32_t fa[4], fb[2];
+        ldmatrix_x4_s(fa, a + (ks + i) * 32);
+        ldmatrix_x2_s(fb, b + (ks + i) * 32);
+        mma_bf16_16816(i & 1 ? acc1 : acc0, fa, fb[0], fb[1]);
+      }
+    }
+  }
+  *acc_slot = make_float4(acc0[0] + acc1[0], acc0[1] + acc1[1], acc0[2] + acc1[2], acc0[3] + acc1[3]);
+}
+
+// The lane index read where it is used (volatile: not hoisted into a register
+// live across the whole kernel).
+__device__ __forceinline__ int lane_id() {
+  int l;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(l));
+  return l;
+}
+
+// A claimed tile's member row for this lane's mma column n = lane % 8 (the
+// slot's member n, or its first when it has fewer): gate/up the member's
+// token row, down its selection id, clamped to the n_src staged rows.
+__device__ __forceinline__ int member_row(const Ctx& c, int tile, int tpe, bool gu, int n_src) {
+  const ClaimPlan& cp = claim_plan(c.s);
+  const int slot = clamp_sel(tile / tpe), n = c.lane() & 7;
+  const int off = clamp_sel(cp.offset[slot]), cnt = min(cp.count[slot], kMaxRows);
+  const int sel = cp.member[clamp_sel(off + (n < cnt ? n : 0))];
+  return min(max(gu ? sel / c.p.dims.top_k : sel, 0), n_src - 1);
+}
+
+// The claim loop with one warp per tile (MkTuning::claim_warps): tile k of
+// the loop belongs to warp k % 8, which runs all of its k-steps and writes
+// its outputs from its own accumulators; the other warps only pass its ring
+// positions (wait full, release), so no barrier is taken per tile and up to
+// 8 tiles are in progress at once. The activation rows are staged once
+// before the loop (act_base, stride): gate/up every token row of h, down
+// every selection's moe_act row; each lane's ldmatrix B address picks its
+// mma column's member row (gate/up: the member's token row, down: its
+// selection id), so a slot's members need no staging of their own.
+// Header reads are warp-uniform (every lane reads the same header; the
+// verdict of the waits is the warp's vote), so a warp never splits.
+__device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, uint32_t act_base, int stride) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
   const bool gu = in.op == Opcode::kExpertGateUp;
-  c.wait(in.wait[0].counter, in.wait[0].target);  // the routing plan is visible
-  for (int i = c.tid(); i < kMaxSelections; i += kConsumerThreads) c.s.claim_tally[i] = 0;
-  load_claim_plan(c, in.layer);  // ends with a consumer barrier
-  if (!gu) wait_all_slots(c, in);
+  const int I = d.moe_ffn, H = d.hidden, K = gu ? H : I;
+  const int n_chunks = (K + kStageCols - 1) / kStageCols;
+  const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
+  const int n_src = gu ? p.rows : p.rows * d.top_k;  // staged activation rows
+  const ClaimPlan& cp = claim_plan(c.s);
   for (int k = 0; k < in.claim.max_claims; ++k) {
-    // Thread 0's reading of the header decides the tile for every thread,
-    // and it writes the tile's member rows before the one barrier that
-    // publishes both (expert_tile has none at its end; see there).
+    const int lane = lane_id(), w = c.warp();
+    const int mi = lane >> 3;
+    const uint32_t a_lane = static_cast<uint32_t>(__cvta_generic_to_shared(c.s.stage[0])) +
+                            ((mi & 1) * 8 + (lane & 7)) * kRowBytes + (mi >> 1) * 16;
+    const uint32_t b_col = ((lane >> 3) & 1) * 16;
+    const int g = lane >> 2, t2 = 2 * (lane & 3);
+    StageHeader h;
+    const bool have = __all_sync(0xffffffffu, c.acquire(Ctx::kAnyTile, 0, &h));
+    const int tile = have ? h.tile : -1;
+    if (tile < 0) {
+      c.release();
+      break;
+    }
+    if (p.timeline && c.tid() == 0) ++c.t_tiles;
+    const bool mine = k % kConsumerWarps == w;  // else another warp's tile: pass its positions
+    // Lane n (mod 8) holds member n's selection id; its B row address. The
+    // tile's slot and members are read again for the epilogue (kept live
+    // across the ring waits they spilled the kernel).
+    const uint32_t b_lane = act_base + member_row(c, tile, tpe, gu, n_src) * stride + b_col;
+    float4* acc_slot = reinterpret_cast<float4*>(c.s.scratch) + w * 32 + lane;
+    bool ok = true;
+    for (int ch = 0; ch < n_chunks; ++ch) {
+      if (ch > 0) ok = __all_sync(0xffffffffu, c.acquire(tile, ch)) && ok;
+      if (ok && mine)
+        warp_mma_stage(a_lane + c.ring.stage() * kStageBytes, b_lane + ch * kStageCols * 2,
+                       min(kStageCols, K - ch * kStageCols) / 16, acc_slot, ch == 0);
+      c.release();
+    }
+    if (!mine || !ok || c.drain) continue;
+    // Outputs from the accumulators: lane (g, t) holds rows g, g + 8 of
+    // columns (members) 2t, 2t + 1.
+    const float4 acc = *acc_slot;
+    const float v0 = acc.x, v1 = acc.y, v2 = acc.z, v3 = acc.w;
+    const int slot = clamp_sel(tile / tpe), j = tile - (tile / tpe) * tpe;
+    const int off = clamp_sel(cp.offset[slot]), cnt = min(cp.count[slot], kMaxRows);
+    const int s0 = cp.member[clamp_sel(off + t2)], s1 = cp.member[clamp_sel(off + t2 + 1)];
+    if (gu) {
+      const int col = j * ::ms::mk::kPairCols + g;
+      if (col < I) {
+        if (t2 < cnt) p.moe_act[int64_t(s0) * I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(silu_mul(v0, v2)));
+        if (t2 + 1 < cnt)
+          p.moe_act[int64_t(s1) * I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(silu_mul(v1, v3)));
+      }
+    } else {
+      const int row = j * kTileRows + g;
+      if (t2 < cnt) {
+        const float wt = cp.weight[clamp_sel(s0)];
+        if (row < H) p.ybuf[int64_t(s0) * H + row] = wt * v0;
+        if (row + 8 < H) p.ybuf[int64_t(s0) * H + row + 8] = wt * v2;
+      }
+      if (t2 + 1 < cnt) {
+        const float wt = cp.weight[clamp_sel(s1)];
+        if (row < H) p.ybuf[int64_t(s1) * H + row] = wt * v1;
+        if (row + 8 < H) p.ybuf[int64_t(s1) * H + row + 8] = wt * v3;
+      }
+    }
+    if (lane == 0) atomicAdd(&c.s.claim_tally[gu ? slot : 0], 1);
+  }
+}
+
+// The claim loop with the whole CTA on each tile (every tile at claim_warps
+// 0; the down loop when the step's selections do not fit the activation
+// buffer): thread 0's reading of the header decides the tile for every
+// thread, and it writes the tile's member rows before the one barrier that
+// publishes both (expert_tile has none at its end; see there).
+__device__ __forceinline__ void claim_loop_cta(Ctx& c, const Instruction& in) {
+  for (int k = 0; k < in.claim.max_claims; ++k) {
     StageHeader h;
     c.acquire(Ctx::kAnyTile, 0, &h);
     if (c.tid() == 0) {
@@ -398,12 +518,43 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
     expert_tile(c, in, tile);
     if (c.p.timeline && c.tid() == 0) ++c.t_tiles;
   }
+}
+
+// kExpertGateUp / kExpertDown: the claim loop (the loader claimed the tiles;
+// each position's header names the tile, -1 when the queue ran out). Which
+// tile is the header's reading by one thread for the CTA (claim_loop_cta)
+// or by the warp's vote (claim_loop_warps): the loop's control flow never
+// depends on one thread's own (possibly abandoned) wait. The tiles' signals are tallied and sent together at the end (one release
+// fence per loop instead of one per tile): the down loops wait for every
+// slot anyway, and the next norm for every down tile.
+__device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  const bool gu = in.op == Opcode::kExpertGateUp;
+  c.wait(in.wait[0].counter, in.wait[0].target);  // the routing plan is visible
+  for (int i = c.tid(); i < kMaxSelections; i += kConsumerThreads) c.s.claim_tally[i] = 0;
+  load_claim_plan(c, in.layer);  // ends with a consumer barrier
+  if (!gu) wait_all_slots(c, in);
+  // One warp per tile when the loop's activation rows fit the buffer at
+  // once: gate/up always (R rows of h), down up to kActBytes / (2 I + 16)
+  // selections (21 at I = 768: batch 1 and 2 of a top-8 model).
+  const int I = d.moe_ffn, n_sel = p.rows * d.top_k, down_stride = I * 2 + 16;
+  if (p.claim_warps && (gu || n_sel * down_stride <= kActBytes)) {
+    if (gu)
+      c.stage_act(act_tag(kActH, in.layer, d.parallel_block ? 0 : 1, 0, d.hidden, 0), p.h, d.hidden, nullptr, p.rows, 0,
+                  d.hidden);
+    else
+      c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, 1022), p.moe_act, I, nullptr, n_sel, 0, I, down_stride);
+    claim_loop_warps(c, in, static_cast<uint32_t>(__cvta_generic_to_shared(c.s.act)), gu ? kActStride : down_stride);
+  } else {
+    claim_loop_cta(c, in);
+  }
   consumer_sync();
   if (c.tid() == 0 && !c.drain) {
     release_fence();
     const int n = gu ? c.s.claim_slots : 1;
     for (int i = 0; i < n; ++i)
-      if (c.s.claim_tally[i] > 0) red_relaxed_add(c.p.counters + in.signal[0] + uint32_t(i), uint32_t(c.s.claim_tally[i]));
+      if (c.s.claim_tally[i] > 0) red_relaxed_add(p.counters + in.signal[0] + uint32_t(i), uint32_t(c.s.claim_tally[i]));
   }
   return true;
 }
