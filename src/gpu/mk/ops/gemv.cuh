@@ -167,6 +167,152 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
   return true;
 }
 
+// The lane index read where it is used (volatile: not hoisted into a register
+// live across the whole kernel, which spilled it: the kernel is at its
+// 168-register ceiling).
+__device__ __forceinline__ int lane_id() {
+  int l;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(l));
+  return l;
+}
+
+// One warp's pass over k-steps [0, nks) of a stage: the tile's 16 weight rows
+// from this lane's ldmatrix address a (stage, k-step 0) against activation
+// rows from b, stepping both by 32 bytes a k-step; two mma chains. The
+// accumulators live in the lane's slot of shared memory between stages
+// (acc_slot, float4): kept in registers across the ring waits of a
+// multi-stage tile they would be live across code that is at the
+// register ceiling.
+__device__ __forceinline__ void warp_mma_stage(uint32_t a, uint32_t b, int nks, float4* acc_slot, bool first) {
+  float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
+  if (!first) {
+    const float4 v = *acc_slot;
+    acc0[0] = v.x, acc0[1] = v.y, acc0[2] = v.z, acc0[3] = v.w;
+  }
+  for (int ks = 0; ks < nks; ks += 4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (ks + i < nks) {
+        uint32_t fa[4], fb[2];
+        ldmatrix_x4_s(fa, a + (ks + i) * 32);
+        ldmatrix_x2_s(fb, b + (ks + i) * 32);
+        mma_bf16_16816(i & 1 ? acc1 : acc0, fa, fb[0], fb[1]);
+      }
+    }
+  }
+  *acc_slot = make_float4(acc0[0] + acc1[0], acc0[1] + acc1[1], acc0[2] + acc1[2], acc0[3] + acc1[3]);
+}
+
+// A warp's tile over all its n_chunks ring positions (every warp passes
+// them; the owner, `mine`, runs the k-steps): tile `tile` of the current
+// instruction, K columns, activation rows from b_lane (this lane's B
+// address at column 0); first_held: the first position is already acquired
+// (a claim loop read its header). The sums are left in acc_slot. False: no
+// data (the warp's vote on the waits: a warp never splits).
+__device__ __forceinline__ bool warp_tile(Ctx& c, int tile, int K, bool mine, uint32_t b_lane, float4* acc_slot,
+                                          bool first_held = false) {
+  const int lane = lane_id(), mi = lane >> 3;
+  const uint32_t a_lane = static_cast<uint32_t>(__cvta_generic_to_shared(c.s.stage[0])) +
+                          ((mi & 1) * 8 + (lane & 7)) * kRowBytes + (mi >> 1) * 16;
+  const int n_chunks = (K + kStageCols - 1) / kStageCols;
+  bool ok = true;
+  for (int ch = 0; ch < n_chunks; ++ch) {
+    if (ch > 0 || !first_held) ok = __all_sync(0xffffffffu, c.acquire(tile, ch)) && ok;
+    if (ok && mine)
+      warp_mma_stage(a_lane + c.ring.stage() * kStageBytes, b_lane + ch * kStageCols * 2,
+                     min(kStageCols, K - ch * kStageCols) / 16, acc_slot, ch == 0);
+    c.release();
+  }
+  return ok;
+}
+
+// kQkv, kOProj, kDenseGateUp, kDenseDown, kLmHead with one warp per tile
+// (MkTuning::gemv_warps): tile i of the instruction belongs to warp i % 8,
+// which runs all its k-steps and writes its outputs from its accumulators
+// (lane (g, t): rows g, g + 8 of token columns 2t, 2t + 1); no barrier per
+// tile, the instruction's tiles in parallel. The activation rows are staged
+// first, as op_gemv does.
+__device__ __forceinline__ bool op_gemv_warps(Ctx& c, const Instruction& in) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  const int R = p.rows;
+  const LayerPtrs* L = in.layer >= d.n_layers ? nullptr : &p.layers[in.layer];
+  const bool second = !d.parallel_block;
+  const auto& gm = in.gemv;
+  const bool shared = in.flags & ::ms::mk::kFlagShared;
+  const int F = shared ? d.shared_ffn : d.dense_ffn;
+  int K = d.hidden;
+  switch (in.op) {
+    case Opcode::kQkv:
+    case Opcode::kLmHead:
+      c.stage_act(act_tag(kActH, in.layer, 0, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
+      break;
+    case Opcode::kOProj: {
+      K = d.group * d.head_dim;
+      const int c0 = gm.kslice * K;
+      c.stage_act(act_tag(kActAttn, in.layer, 0, c0, K, 0), p.attn_out + c0, d.q_width, nullptr, R, 0, K);
+      break;
+    }
+    case Opcode::kDenseGateUp:
+      c.stage_act(act_tag(kActH, in.layer, second, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
+      break;
+    case Opcode::kDenseDown: {
+      const ::ms::mk::RowRange cols = ::ms::mk::down_slice_cols(F, gm.kslice);
+      K = cols.end - cols.begin;
+      c.stage_act(act_tag(shared ? kActShared : kActDense, in.layer, 0, cols.begin, K, 0),
+                  (shared ? p.shared_act : p.dense_act) + cols.begin, F, nullptr, R, 0, K);
+      break;
+    }
+    default:
+      return false;
+  }
+  for (int i = 0; i < gm.n_tiles; ++i) {
+    const int t = gm.tile0 + i, w = c.warp();
+    const int lane = lane_id();
+    const uint32_t b_lane = static_cast<uint32_t>(__cvta_generic_to_shared(c.s.act)) + (lane & 7) * kActStride +
+                            ((lane >> 3) & 1) * 16;
+    float4* acc_slot = reinterpret_cast<float4*>(c.s.scratch) + w * 32 + lane;
+    const bool mine = i % kConsumerWarps == w;
+    if (!warp_tile(c, t, K, mine, b_lane, acc_slot) || !mine || c.drain) continue;
+    const float4 acc = *acc_slot;
+    const float v[4] = {acc.x, acc.y, acc.z, acc.w};
+    const int g = lane >> 2, t2 = 2 * (lane & 3);
+    if (in.op == Opcode::kDenseGateUp) {
+      uint16_t* act = shared ? p.shared_act : p.dense_act;
+      const int col = t * ::ms::mk::kPairCols + g;
+      if (col < F) {
+        if (t2 < R) act[int64_t(t2) * F + col] = __bfloat16_as_ushort(__float2bfloat16_rn(silu_mul(v[0], v[2])));
+        if (t2 + 1 < R)
+          act[int64_t(t2 + 1) * F + col] = __bfloat16_as_ushort(__float2bfloat16_rn(silu_mul(v[1], v[3])));
+      }
+      continue;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int n = t2 + (e & 1), row = t * kTileRows + g + (e >> 1) * 8;
+      if (n >= R) continue;
+      switch (in.op) {
+        case Opcode::kQkv:
+          if (row < d.qkv_width) p.qkv[int64_t(n) * d.qkv_width + row] = v[e] + (L->qkv_b ? L->qkv_b[row] : 0.f);
+          break;
+        case Opcode::kOProj:
+          if (row < d.hidden)
+            p.o_part[(int64_t(gm.kslice) * R + n) * d.hidden + row] =
+                v[e] + (gm.kslice == 0 && L->o_b ? L->o_b[row] : 0.f);
+          break;
+        case Opcode::kDenseDown:
+          if (row < d.hidden)
+            (shared ? p.shared_part : p.dense_part)[(int64_t(gm.kslice) * R + n) * d.hidden + row] = v[e];
+          break;
+        default:  // kLmHead
+          if (row < d.vocab) p.logits[int64_t(n) * d.vocab + row] = v[e] * d.logit_scale;
+          break;
+      }
+    }
+  }
+  return true;
+}
+
 // kRouter (16 experts x H, fp32 input) on the tensor cores: the tile's 16
 // experts are M as in tile_mma, the fp32 input rows are staged per k-chunk
 // as bf16 hi = bf16(x) in columns [0, kStageCols) and lo = bf16(x - hi) in
@@ -366,44 +512,6 @@ __device__ __forceinline__ void wait_all_slots(Ctx& c, const Instruction& in) {
   consumer_sync();
 }
 
-// One warp's pass over k-steps [0, nks) of a stage: the tile's 16 weight rows
-// from this lane's ldmatrix address a (stage, k-step 0) against activation
-// rows from b, stepping both by 32 bytes a k-step; two mma chains.
-// One warp's pass over k-steps [0, nks) of a stage: the tile's 16 weight rows
-// from this lane's ldmatrix address a (stage, k-step 0) against activation
-// rows from b, stepping both by 32 bytes a k-step; two mma chains. The
-// accumulators live in the lane's slot of shared memory between stages
-// (acc_slot, float4): kept in registers across the ring waits of a
-// multi-stage tile they spilled the kernel (it is at its 168-register
-// ceiling).
-__device__ __forceinline__ void warp_mma_stage(uint32_t a, uint32_t b, int nks, float4* acc_slot, bool first) {
-  float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
-  if (!first) {
-    const float4 v = *acc_slot;
-    acc0[0] = v.x, acc0[1] = v.y, acc0[2] = v.z, acc0[3] = v.w;
-  }
-  for (int ks = 0; ks < nks; ks += 4) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (ks + i < nks) {
-        uint32_t fa[4], fb[2];
-        ldmatrix_x4_s(fa, a + (ks + i) * 32);
-        ldmatrix_x2_s(fb, b + (ks + i) * 32);
-        mma_bf16_16816(i & 1 ? acc1 : acc0, fa, fb[0], fb[1]);
-      }
-    }
-  }
-  *acc_slot = make_float4(acc0[0] + acc1[0], acc0[1] + acc1[1], acc0[2] + acc1[2], acc0[3] + acc1[3]);
-}
-
-// The lane index read where it is used (volatile: not hoisted into a register
-// live across the whole kernel).
-__device__ __forceinline__ int lane_id() {
-  int l;
-  asm volatile("mov.u32 %0, %%laneid;" : "=r"(l));
-  return l;
-}
-
 // A claimed tile's member row for this lane's mma column n = lane % 8 (the
 // slot's member n, or its first when it has fewer): gate/up the member's
 // token row, down its selection id, clamped to the n_src staged rows.
@@ -431,17 +539,10 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
   const Dims& d = p.dims;
   const bool gu = in.op == Opcode::kExpertGateUp;
   const int I = d.moe_ffn, H = d.hidden, K = gu ? H : I;
-  const int n_chunks = (K + kStageCols - 1) / kStageCols;
   const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
   const int n_src = gu ? p.rows : p.rows * d.top_k;  // staged activation rows
   const ClaimPlan& cp = claim_plan(c.s);
   for (int k = 0; k < in.claim.max_claims; ++k) {
-    const int lane = lane_id(), w = c.warp();
-    const int mi = lane >> 3;
-    const uint32_t a_lane = static_cast<uint32_t>(__cvta_generic_to_shared(c.s.stage[0])) +
-                            ((mi & 1) * 8 + (lane & 7)) * kRowBytes + (mi >> 1) * 16;
-    const uint32_t b_col = ((lane >> 3) & 1) * 16;
-    const int g = lane >> 2, t2 = 2 * (lane & 3);
     StageHeader h;
     const bool have = __all_sync(0xffffffffu, c.acquire(Ctx::kAnyTile, 0, &h));
     const int tile = have ? h.tile : -1;
@@ -450,25 +551,21 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
       break;
     }
     if (p.timeline && c.tid() == 0) ++c.t_tiles;
+    const int lane = lane_id(), w = c.warp();
     const bool mine = k % kConsumerWarps == w;  // else another warp's tile: pass its positions
     // Lane n (mod 8) holds member n's selection id; its B row address. The
     // tile's slot and members are read again for the epilogue (kept live
-    // across the ring waits they spilled the kernel).
-    const uint32_t b_lane = act_base + member_row(c, tile, tpe, gu, n_src) * stride + b_col;
+    // across the ring waits they would be live across code at the register
+    // ceiling).
+    const uint32_t b_lane = act_base + member_row(c, tile, tpe, gu, n_src) * stride + ((lane >> 3) & 1) * 16;
     float4* acc_slot = reinterpret_cast<float4*>(c.s.scratch) + w * 32 + lane;
-    bool ok = true;
-    for (int ch = 0; ch < n_chunks; ++ch) {
-      if (ch > 0) ok = __all_sync(0xffffffffu, c.acquire(tile, ch)) && ok;
-      if (ok && mine)
-        warp_mma_stage(a_lane + c.ring.stage() * kStageBytes, b_lane + ch * kStageCols * 2,
-                       min(kStageCols, K - ch * kStageCols) / 16, acc_slot, ch == 0);
-      c.release();
-    }
+    const bool ok = warp_tile(c, tile, K, mine, b_lane, acc_slot, true);
     if (!mine || !ok || c.drain) continue;
     // Outputs from the accumulators: lane (g, t) holds rows g, g + 8 of
     // columns (members) 2t, 2t + 1.
     const float4 acc = *acc_slot;
     const float v0 = acc.x, v1 = acc.y, v2 = acc.z, v3 = acc.w;
+    const int g = lane >> 2, t2 = 2 * (lane & 3);
     const int slot = clamp_sel(tile / tpe), j = tile - (tile / tpe) * tpe;
     const int off = clamp_sel(cp.offset[slot]), cnt = min(cp.count[slot], kMaxRows);
     const int s0 = cp.member[clamp_sel(off + t2)], s1 = cp.member[clamp_sel(off + t2 + 1)];
@@ -524,9 +621,10 @@ __device__ __forceinline__ void claim_loop_cta(Ctx& c, const Instruction& in) {
 // each position's header names the tile, -1 when the queue ran out). Which
 // tile is the header's reading by one thread for the CTA (claim_loop_cta)
 // or by the warp's vote (claim_loop_warps): the loop's control flow never
-// depends on one thread's own (possibly abandoned) wait. The tiles' signals are tallied and sent together at the end (one release
-// fence per loop instead of one per tile): the down loops wait for every
-// slot anyway, and the next norm for every down tile.
+// depends on one thread's own (possibly abandoned) wait. The tiles' signals
+// are tallied and sent together at the end (one release fence per loop
+// instead of one per tile): the down loops wait for every slot anyway, and
+// the next norm for every down tile.
 __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
   const Params& p = c.p;
   const Dims& d = p.dims;
@@ -554,7 +652,8 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
     release_fence();
     const int n = gu ? c.s.claim_slots : 1;
     for (int i = 0; i < n; ++i)
-      if (c.s.claim_tally[i] > 0) red_relaxed_add(p.counters + in.signal[0] + uint32_t(i), uint32_t(c.s.claim_tally[i]));
+      if (c.s.claim_tally[i] > 0)
+        red_relaxed_add(p.counters + in.signal[0] + uint32_t(i), uint32_t(c.s.claim_tally[i]));
   }
   return true;
 }
