@@ -31,7 +31,7 @@ __device__ __forceinline__ bool execute(Ctx& c, const Instruction& in) {
     case Opcode::kDenseGateUp:
     case Opcode::kDenseDown:
     case Opcode::kLmHead:
-      return c.p.gemv_warps ? op_gemv_warps(c, in) : op_gemv(c, in);
+      return op_gemv(c, in);
     case Opcode::kRouter:
       return op_router(c, in);
     case Opcode::kRoute:

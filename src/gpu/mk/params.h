@@ -134,9 +134,9 @@ struct Params {
   // 1: one warp per claimed tile where the loop's activation rows fit the
   // buffer (claim_loop_warps); 0: the whole CTA on each tile.
   int32_t claim_warps = 0;
-  // 1: one warp per tile of the weight-streaming opcodes (op_gemv_warps); 0:
-  // the whole CTA on each tile (op_gemv).
-  int32_t gemv_warps = 0;
+  // k-steps whose fragments a warp of claim_loop_warps loads before their
+  // mma (1, 4 or 8; warp_mma_stage).
+  int32_t warp_kbatch = 8;
   // Watchdog and diagnostics.
   uint64_t watchdog_ns = 0;
   MkError* error = nullptr;

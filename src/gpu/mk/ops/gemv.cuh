@@ -183,22 +183,40 @@ __device__ __forceinline__ int lane_id() {
 // (acc_slot, float4): kept in registers across the ring waits of a
 // multi-stage tile they would be live across code that is at the
 // register ceiling.
-__device__ __forceinline__ void warp_mma_stage(uint32_t a, uint32_t b, int nks, float4* acc_slot, bool first) {
+template <int kBatch>
+__device__ __forceinline__ int warp_mma_batches(uint32_t a, uint32_t b, int nks, float (&acc0)[4], float (&acc1)[4]) {
+  int ks = 0;
+  for (; ks + kBatch <= nks; ks += kBatch) {
+    uint32_t fa[kBatch][4], fb[kBatch][2];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      ldmatrix_x4_s(fa[i], a + (ks + i) * 32);
+      ldmatrix_x2_s(fb[i], b + (ks + i) * 32);
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) mma_bf16_16816(i & 1 ? acc1 : acc0, fa[i], fb[i][0], fb[i][1]);
+  }
+  return ks;
+}
+
+__device__ __forceinline__ void warp_mma_stage(uint32_t a, uint32_t b, int nks, float4* acc_slot, bool first,
+                                               int kbatch) {
   float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
   if (!first) {
     const float4 v = *acc_slot;
     acc0[0] = v.x, acc0[1] = v.y, acc0[2] = v.z, acc0[3] = v.w;
   }
-  for (int ks = 0; ks < nks; ks += 4) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (ks + i < nks) {
-        uint32_t fa[4], fb[2];
-        ldmatrix_x4_s(fa, a + (ks + i) * 32);
-        ldmatrix_x2_s(fb, b + (ks + i) * 32);
-        mma_bf16_16816(i & 1 ? acc1 : acc0, fa, fb[0], fb[1]);
-      }
-    }
+  // kbatch k-steps' fragments loaded before their kbatch mma: the loads
+  // are volatile asm, issued in source order, so a loop of load-then-mma
+  // pairs (kbatch 1) waits out each ldmatrix's latency on its own.
+  int ks = kbatch >= 8 ? warp_mma_batches<8>(a, b, nks, acc0, acc1)
+           : kbatch >= 4 ? warp_mma_batches<4>(a, b, nks, acc0, acc1)
+                         : 0;
+  for (; ks < nks; ++ks) {
+    uint32_t fa[4], fb[2];
+    ldmatrix_x4_s(fa, a + ks * 32);
+    ldmatrix_x2_s(fb, b + ks * 32);
+    mma_bf16_16816(acc0, fa, fb[0], fb[1]);
   }
   *acc_slot = make_float4(acc0[0] + acc1[0], acc0[1] + acc1[1], acc0[2] + acc1[2], acc0[3] + acc1[3]);
 }
@@ -220,97 +238,10 @@ __device__ __forceinline__ bool warp_tile(Ctx& c, int tile, int K, bool mine, ui
     if (ch > 0 || !first_held) ok = __all_sync(0xffffffffu, c.acquire(tile, ch)) && ok;
     if (ok && mine)
       warp_mma_stage(a_lane + c.ring.stage() * kStageBytes, b_lane + ch * kStageCols * 2,
-                     min(kStageCols, K - ch * kStageCols) / 16, acc_slot, ch == 0);
+                     min(kStageCols, K - ch * kStageCols) / 16, acc_slot, ch == 0, c.p.warp_kbatch);
     c.release();
   }
   return ok;
-}
-
-// kQkv, kOProj, kDenseGateUp, kDenseDown, kLmHead with one warp per tile
-// (MkTuning::gemv_warps): tile i of the instruction belongs to warp i % 8,
-// which runs all its k-steps and writes its outputs from its accumulators
-// (lane (g, t): rows g, g + 8 of token columns 2t, 2t + 1); no barrier per
-// tile, the instruction's tiles in parallel. The activation rows are staged
-// first, as op_gemv does.
-__device__ __forceinline__ bool op_gemv_warps(Ctx& c, const Instruction& in) {
-  const Params& p = c.p;
-  const Dims& d = p.dims;
-  const int R = p.rows;
-  const LayerPtrs* L = in.layer >= d.n_layers ? nullptr : &p.layers[in.layer];
-  const bool second = !d.parallel_block;
-  const auto& gm = in.gemv;
-  const bool shared = in.flags & ::ms::mk::kFlagShared;
-  const int F = shared ? d.shared_ffn : d.dense_ffn;
-  int K = d.hidden;
-  switch (in.op) {
-    case Opcode::kQkv:
-    case Opcode::kLmHead:
-      c.stage_act(act_tag(kActH, in.layer, 0, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
-      break;
-    case Opcode::kOProj: {
-      K = d.group * d.head_dim;
-      const int c0 = gm.kslice * K;
-      c.stage_act(act_tag(kActAttn, in.layer, 0, c0, K, 0), p.attn_out + c0, d.q_width, nullptr, R, 0, K);
-      break;
-    }
-    case Opcode::kDenseGateUp:
-      c.stage_act(act_tag(kActH, in.layer, second, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
-      break;
-    case Opcode::kDenseDown: {
-      const ::ms::mk::RowRange cols = ::ms::mk::down_slice_cols(F, gm.kslice);
-      K = cols.end - cols.begin;
-      c.stage_act(act_tag(shared ? kActShared : kActDense, in.layer, 0, cols.begin, K, 0),
-                  (shared ? p.shared_act : p.dense_act) + cols.begin, F, nullptr, R, 0, K);
-      break;
-    }
-    default:
-      return false;
-  }
-  for (int i = 0; i < gm.n_tiles; ++i) {
-    const int t = gm.tile0 + i, w = c.warp();
-    const int lane = lane_id();
-    const uint32_t b_lane = static_cast<uint32_t>(__cvta_generic_to_shared(c.s.act)) + (lane & 7) * kActStride +
-                            ((lane >> 3) & 1) * 16;
-    float4* acc_slot = reinterpret_cast<float4*>(c.s.scratch) + w * 32 + lane;
-    const bool mine = i % kConsumerWarps == w;
-    if (!warp_tile(c, t, K, mine, b_lane, acc_slot) || !mine || c.drain) continue;
-    const float4 acc = *acc_slot;
-    const float v[4] = {acc.x, acc.y, acc.z, acc.w};
-    const int g = lane >> 2, t2 = 2 * (lane & 3);
-    if (in.op == Opcode::kDenseGateUp) {
-      uint16_t* act = shared ? p.shared_act : p.dense_act;
-      const int col = t * ::ms::mk::kPairCols + g;
-      if (col < F) {
-        if (t2 < R) act[int64_t(t2) * F + col] = __bfloat16_as_ushort(__float2bfloat16_rn(silu_mul(v[0], v[2])));
-        if (t2 + 1 < R)
-          act[int64_t(t2 + 1) * F + col] = __bfloat16_as_ushort(__float2bfloat16_rn(silu_mul(v[1], v[3])));
-      }
-      continue;
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int n = t2 + (e & 1), row = t * kTileRows + g + (e >> 1) * 8;
-      if (n >= R) continue;
-      switch (in.op) {
-        case Opcode::kQkv:
-          if (row < d.qkv_width) p.qkv[int64_t(n) * d.qkv_width + row] = v[e] + (L->qkv_b ? L->qkv_b[row] : 0.f);
-          break;
-        case Opcode::kOProj:
-          if (row < d.hidden)
-            p.o_part[(int64_t(gm.kslice) * R + n) * d.hidden + row] =
-                v[e] + (gm.kslice == 0 && L->o_b ? L->o_b[row] : 0.f);
-          break;
-        case Opcode::kDenseDown:
-          if (row < d.hidden)
-            (shared ? p.shared_part : p.dense_part)[(int64_t(gm.kslice) * R + n) * d.hidden + row] = v[e];
-          break;
-        default:  // kLmHead
-          if (row < d.vocab) p.logits[int64_t(n) * d.vocab + row] = v[e] * d.logit_scale;
-          break;
-      }
-    }
-  }
-  return true;
 }
 
 // kRouter (16 experts x H, fp32 input) on the tensor cores: the tile's 16
