@@ -75,9 +75,7 @@ constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 0, 64},
                                        {"down_gate", &MkTuning::down_gate, -1, 8},
                                        {"qkv_run", &MkTuning::qkv_run, 1, 64},
                                        {"o_run", &MkTuning::o_run, 1, 64},
-                                       {"costs", &MkTuning::costs, 0, 1},
-                                       {"claim_warps", &MkTuning::claim_warps, 0, 1},
-                                       {"warp_kbatch", &MkTuning::warp_kbatch, 1, 8}};
+                                       {"costs", &MkTuning::costs, 0, 1}};
 }  // namespace
 
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
@@ -100,7 +98,7 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
     if (!set || eq == std::string::npos)
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
                               "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, qkv_run=N, o_run=N, "
-                              "costs=0|1, claim_warps=0|1, warp_kbatch=N)");
+                              "costs=0|1)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
     if (val.empty() || *e != 0 || v < set->lo || v > set->hi)
@@ -399,8 +397,6 @@ Status MkExecutor::enqueue(const std::vector<SeqWork>& batch) {
   p.claim_batch_down = opt_.tuning.down_run(R);
   p.gate_gu = opt_.tuning.gu_gate;
   p.gate_down = opt_.tuning.down_gate;
-  p.claim_warps = opt_.tuning.claim_warps;
-  p.warp_kbatch = opt_.tuning.warp_kbatch;
   MS_RETURN_IF_ERROR(mk::launch_megakernel(p, kv_map_, stream_));
   MS_CUDA_RETURN(cudaEventRecord(done_, stream_));
   ++epoch_;

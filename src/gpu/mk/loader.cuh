@@ -247,17 +247,6 @@ class Loader {
     if (lane_ == 0) ok = wait_counter(p_, in.wait[0].counter, in.wait[0].target, at_, 1) ? 1 : 0;
     ok_ = __shfl_sync(0xffffffffu, ok, 0) != 0;
     if (!ok_) return;
-    // Lane 0 acquired the routing: it reads the layer's queue size (kept
-    // per layer: the shared plan is rewritten by the next layer's route).
-    const int n_active =
-        __shfl_sync(0xffffffffu, lane_ == 0 ? int(__ldcg(p_.counters + p_.ctr.n_active(in.layer))) : 0, 0);
-    const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
-    const int n_tiles = n_active * tpe;
-    const uint32_t claim_ctr = gu ? p_.ctr.gu_claim(in.layer) : p_.ctr.down_claim(in.layer);
-    // The plan's slot -> expert list, once per claim instruction (not an L2
-    // round trip per tile).
-    for (int i = lane_; i < min(n_active, kMaxSelections); i += 32) s_.loader_expert[i] = __ldcg(p_.plan + 1 + i);
-    __syncwarp();
     // The claim gate: no tile is taken while the consumers are more than
     // `gate` instructions before the loop (they would hold it, and with
     // it every wait on its expert, until they get here: docs/megakernel.md,
@@ -279,12 +268,24 @@ class Loader {
     const int batch = max(1, gu ? p_.claim_batch_gu : p_.claim_batch_down);
     const int max_claims = in.claim.max_claims;
     int next = 0, next_n = 0, taken = 0;  // lane 0: the pending run and the tiles taken so far
+    const uint32_t claim_ctr = gu ? p_.ctr.gu_claim(in.layer) : p_.ctr.down_claim(in.layer);
     auto take_run = [&]() {
       next_n = min(batch, max_claims - taken);
       if (next_n > 0) next = static_cast<int>(atomicAdd(p_.counters + claim_ctr, uint32_t(next_n)));
       taken += next_n;
     };
+    // The first run's atomic, the layer's queue size (kept per layer: the
+    // shared plan is rewritten by the next layer's route) and the plan's
+    // slot -> expert list (once per claim instruction, not an L2 round trip
+    // per tile) go out together: one round trip, not three in a row. A run
+    // past the queue's end is a terminator (below), whatever the size.
     if (lane_ == 0) take_run();
+    const int n_active =
+        __shfl_sync(0xffffffffu, lane_ == 0 ? int(__ldcg(p_.counters + p_.ctr.n_active(in.layer))) : 0, 0);
+    for (int i = lane_; i < min(d.n_experts, kMaxSelections); i += 32) s_.loader_expert[i] = __ldcg(p_.plan + 1 + i);
+    __syncwarp();
+    const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
+    const int n_tiles = n_active * tpe;
     int cur = 0, have = 0;  // the run being issued (every lane)
     for (int c = 0; c < max_claims && ok_; ++c) {
       const int st = ring_.stage();

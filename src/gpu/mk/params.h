@@ -131,12 +131,6 @@ struct Params {
   int32_t claim_batch_down = 1;
   int32_t gate_gu = -1;
   int32_t gate_down = -1;
-  // 1: one warp per claimed tile where the loop's activation rows fit the
-  // buffer (claim_loop_warps); 0: the whole CTA on each tile.
-  int32_t claim_warps = 0;
-  // k-steps whose fragments a warp of claim_loop_warps loads before their
-  // mma (1, 4 or 8; warp_mma_stage).
-  int32_t warp_kbatch = 8;
   // Watchdog and diagnostics.
   uint64_t watchdog_ns = 0;
   MkError* error = nullptr;

@@ -183,36 +183,29 @@ __device__ __forceinline__ int lane_id() {
 // (acc_slot, float4): kept in registers across the ring waits of a
 // multi-stage tile they would be live across code that is at the
 // register ceiling.
-template <int kBatch>
-__device__ __forceinline__ int warp_mma_batches(uint32_t a, uint32_t b, int nks, float (&acc0)[4], float (&acc1)[4]) {
-  int ks = 0;
-  for (; ks + kBatch <= nks; ks += kBatch) {
-    uint32_t fa[kBatch][4], fb[kBatch][2];
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      ldmatrix_x4_s(fa[i], a + (ks + i) * 32);
-      ldmatrix_x2_s(fb[i], b + (ks + i) * 32);
-    }
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) mma_bf16_16816(i & 1 ? acc1 : acc0, fa[i], fb[i][0], fb[i][1]);
-  }
-  return ks;
-}
-
-__device__ __forceinline__ void warp_mma_stage(uint32_t a, uint32_t b, int nks, float4* acc_slot, bool first,
-                                               int kbatch) {
+__device__ __forceinline__ void warp_mma_stage(uint32_t a, uint32_t b, int nks, float4* acc_slot, bool first) {
   float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
   if (!first) {
     const float4 v = *acc_slot;
     acc0[0] = v.x, acc0[1] = v.y, acc0[2] = v.z, acc0[3] = v.w;
   }
-  // kbatch k-steps' fragments loaded before their kbatch mma: the loads
+  // Eight k-steps' fragments are loaded before their eight mma: the loads
   // are volatile asm, issued in source order, so a loop of load-then-mma
-  // pairs (kbatch 1) waits out each ldmatrix's latency on its own.
-  int ks = kbatch >= 8 ? warp_mma_batches<8>(a, b, nks, acc0, acc1)
-           : kbatch >= 4 ? warp_mma_batches<4>(a, b, nks, acc0, acc1)
-                         : 0;
-  for (; ks < nks; ++ks) {
+  // pairs waits out each ldmatrix's latency on its own. Measured at cb66db5
+  // (bs 1 / 2 / 8 at 8K, one process): pairs 3.200 / 4.374 / 11.312 ms,
+  // batches of 4 3.152 / 4.308 / 11.300, of 8 3.154 / 4.305 / 11.314.
+  int ks = 0;
+  for (; ks + 8 <= nks; ks += 8) {
+    uint32_t fa[8][4], fb[8][2];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      ldmatrix_x4_s(fa[i], a + (ks + i) * 32);
+      ldmatrix_x2_s(fb[i], b + (ks + i) * 32);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) mma_bf16_16816(i & 1 ? acc1 : acc0, fa[i], fb[i][0], fb[i][1]);
+  }
+  for (; ks < nks; ++ks) {  // the accumulator picked by a constant: a dynamic pick spilled the kernel
     uint32_t fa[4], fb[2];
     ldmatrix_x4_s(fa, a + ks * 32);
     ldmatrix_x2_s(fb, b + ks * 32);
@@ -238,7 +231,7 @@ __device__ __forceinline__ bool warp_tile(Ctx& c, int tile, int K, bool mine, ui
     if (ch > 0 || !first_held) ok = __all_sync(0xffffffffu, c.acquire(tile, ch)) && ok;
     if (ok && mine)
       warp_mma_stage(a_lane + c.ring.stage() * kStageBytes, b_lane + ch * kStageCols * 2,
-                     min(kStageCols, K - ch * kStageCols) / 16, acc_slot, ch == 0, c.p.warp_kbatch);
+                     min(kStageCols, K - ch * kStageCols) / 16, acc_slot, ch == 0);
     c.release();
   }
   return ok;
@@ -316,110 +309,79 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
 }
 
 // The layer's routing plan into shared memory (claim_plan), once per claim
-// instruction, after its wait on kRoute. Indices are clamped: in drain mode
-// the plan may be anything, and it is only read, never followed out of
-// bounds.
-__device__ __forceinline__ void load_claim_plan(Ctx& c, int layer) {
+// instruction, after its wait on kRoute; then a consumer barrier, unless
+// the caller's next barrier publishes it (sync false). Indices are clamped:
+// in drain mode the plan may be anything, and it is only read, never
+// followed out of bounds.
+__device__ __forceinline__ void load_claim_plan(Ctx& c, int layer, bool sync = true) {
   const Params& p = c.p;
   const Dims& d = p.dims;
   ClaimPlan& cp = claim_plan(c.s);
   const int E = d.n_experts, n_sel = min(p.rows * d.top_k, kMaxSelections);
   const int na = min(static_cast<int>(__ldcg(p.counters + p.ctr.n_active(layer))), kMaxSelections);
   if (c.tid() == 0) c.s.claim_slots = max(na, 0);
+  // Not gated on na: the loads go out together with na's (one L2 round trip,
+  // not two); entries past na are never read.
   for (int i = c.tid(); i < n_sel; i += kConsumerThreads) {
-    if (i < na) {
+    if (i < E) {
       cp.offset[i] = __ldcg(p.plan + 1 + E + i);
       cp.count[i] = __ldcg(p.plan + 1 + 2 * E + i);
     }
     cp.member[i] = __ldcg(p.plan + 1 + 3 * E + i);
     cp.weight[i] = __ldcg(p.topk_w + i);
   }
-  consumer_sync();
+  if (sync) consumer_sync();
 }
 
 __device__ __forceinline__ int clamp_sel(int i) { return min(max(i, 0), kMaxSelections - 1); }
 
-// The member rows of a claimed tile's expert slot (thread 0, before the
-// barrier that publishes the tile): rows[n] for member n (gate/up: the
-// token row, down: the selection id), rows[kMaxRows] the set of token rows
-// as a bit mask, rows[kMaxRows + 1 / + 2] the tile's expert slot (clamped)
-// and its tile within the expert (one thread divides). Members are selection ids s = row * K + k, at most one per
-// row, ascending (so slots with the same rows stage the same buffer).
+// The member rows of a claimed down tile's expert slot (thread 0, before
+// the barrier that publishes the tile; claim_loop_cta): rows[n] the
+// selection id of member n, rows[kMaxRows + 1 / + 2] the tile's expert slot
+// (clamped) and its tile within the expert (one thread divides). Members
+// are selection ids s = row * K + k, at most one per row, ascending.
 __device__ __forceinline__ int32_t* claim_rows(Ctx& c) {
   return reinterpret_cast<int32_t*>(c.s.scratch + kScratchBytes - 128);  // (kMaxRows + 3)
 }
-__device__ __forceinline__ void write_claim_rows(Ctx& c, const Instruction& in, int tile) {
+__device__ __forceinline__ void write_claim_rows(Ctx& c, int tile) {
   const Dims& d = c.p.dims;
-  const bool gu = in.op == Opcode::kExpertGateUp;
-  const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
+  const int tpe = ::ms::mk::expert_down_tiles(d);
   const ClaimPlan& cp = claim_plan(c.s);
   const int slot = clamp_sel(tile / tpe);
   const int off = clamp_sel(cp.offset[slot]), cnt = min(cp.count[slot], kMaxRows);
   int32_t* rows = claim_rows(c);
   rows[kMaxRows + 1] = slot;
   rows[kMaxRows + 2] = tile - (tile / tpe) * tpe;
-  uint32_t mask = 0;
-  for (int n = 0; n < cnt; ++n) {
-    const int sel = cp.member[clamp_sel(off + n)];
-    mask |= 1u << min(max(sel / d.top_k, 0), kMaxRows - 1);
-    rows[n] = gu ? sel / d.top_k : sel;
-  }
-  rows[kMaxRows] = static_cast<int32_t>(mask);
+  for (int n = 0; n < cnt; ++n) rows[n] = cp.member[clamp_sel(off + n)];
 }
 
-// One claimed expert tile (its rows written by write_claim_rows, published
-// by the loop's barrier): gate/up (slot, 8 intermediate columns) or down
-// (slot, 16 output rows), for the expert's member rows, read from the
-// plan's shared-memory copy. Its completion is tallied in shared memory;
-// the claim loop signals the tallies at its end. No barrier at the end: the
-// next tile's publishing barrier comes before anything this one reads is
-// written again (the rows, the activation buffer, the partial sums).
-__device__ __forceinline__ void expert_tile(Ctx& c, const Instruction& in, int tile) {
+// One claimed down tile (its rows written by write_claim_rows, published by
+// the loop's barrier) with the whole CTA: the slot's 16 output rows for its
+// member selections, read from the plan's shared-memory copy. The slot's
+// members' moe_act rows are restaged whenever the slot changes. Its
+// completion is tallied in shared memory; the claim loop signals the tally
+// at its end. No barrier at the end: the next tile's publishing barrier
+// comes before anything this one reads is written again (the rows, the
+// activation buffer, the partial sums).
+__device__ __forceinline__ void expert_down_tile(Ctx& c, const Instruction& in, int tile) {
   const Params& p = c.p;
   const Dims& d = p.dims;
   const int I = d.moe_ffn, H = d.hidden;
-  const bool gu = in.op == Opcode::kExpertGateUp;
   const int32_t* rows = claim_rows(c);
   const int slot = rows[kMaxRows + 1], j = rows[kMaxRows + 2];
   const ClaimPlan& cp = claim_plan(c.s);
   const int off = clamp_sel(cp.offset[slot]), n_rows = min(cp.count[slot], kMaxRows);
-  // Gate/up reads h rows: tagged by the set of rows (at batch 1 every slot
-  // reads row 0, staged once per layer). Down reads moe_act rows: when every
-  // selection of the step fits the mma's 8 columns (rows x top_k <= 8: batch
-  // 1 of a top-8 model), all of them, staged once per loop, and a tile's
-  // member is the column of its selection id; else the slot's own members,
-  // restaged whenever the slot changes (an L2 round trip each time: every
-  // run of tiles at 9268f8a).
-  const bool all_sel = !gu && p.rows * d.top_k <= kMaxRows;
-  if (gu)
-    c.stage_act(act_tag(kActMoe + 8, in.layer, d.parallel_block ? 0 : 1, 0, H, rows[kMaxRows]), p.h, H, rows,
-                n_rows, 0, H);
-  else if (all_sel)
-    c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, 1023), p.moe_act, I, nullptr, p.rows * d.top_k, 0, I);
-  else
-    c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, slot + 1), p.moe_act, I, rows, n_rows, 0, I);
+  c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, slot + 1), p.moe_act, I, rows, n_rows, 0, I);
   const int buf = 0;
-  tile_mma(c, tile, gu ? H : I, buf);
-  if (gu) {
-    if (c.tid() < 64) {
-      const int m = c.tid() >> 3, n = c.tid() & 7, col = j * ::ms::mk::kPairCols + m;
-      if (n < n_rows && col < I) {
-        const int s_id = cp.member[clamp_sel(off + n)];
-        const float y = silu_mul(tile_sum(c, buf, m, n), tile_sum(c, buf, m + 8, n));
-        p.moe_act[int64_t(s_id) * I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(y));
-      }
-    }
-  } else {
-    if (c.tid() < 128) {
-      const int m = c.tid() >> 3, n = c.tid() & 7, row = j * kTileRows + m;
-      if (n < n_rows && row < H) {
-        const int s_id = cp.member[clamp_sel(off + n)];
-        p.ybuf[int64_t(s_id) * H + row] =
-            cp.weight[clamp_sel(s_id)] * tile_sum(c, buf, m, all_sel ? min(max(s_id, 0), kMaxRows - 1) : n);
-      }
+  tile_mma(c, tile, I, buf);
+  if (c.tid() < 128) {
+    const int m = c.tid() >> 3, n = c.tid() & 7, row = j * kTileRows + m;
+    if (n < n_rows && row < H) {
+      const int s_id = cp.member[clamp_sel(off + n)];
+      p.ybuf[int64_t(s_id) * H + row] = cp.weight[clamp_sel(s_id)] * tile_sum(c, buf, m, n);
     }
   }
-  if (c.tid() == 0) ++c.s.claim_tally[gu ? slot : 0];
+  if (c.tid() == 0) ++c.s.claim_tally[0];
 }
 
 // The down loop's waits, all at once before its first tile: every routed
@@ -454,9 +416,9 @@ __device__ __forceinline__ int member_row(const Ctx& c, int tile, int tpe, bool 
   return min(max(gu ? sel / c.p.dims.top_k : sel, 0), n_src - 1);
 }
 
-// The claim loop with one warp per tile (MkTuning::claim_warps): tile k of
-// the loop belongs to warp k % 8, which runs all of its k-steps and writes
-// its outputs from its own accumulators; the other warps only pass its ring
+// The claim loop with one warp per tile: tile k of the loop belongs to warp
+// k % 8, which runs all of its k-steps and writes its outputs from its own
+// accumulators; the other warps only pass its ring
 // positions (wait full, release), so no barrier is taken per tile and up to
 // 8 tiles are in progress at once. The activation rows are staged once
 // before the loop (act_base, stride): gate/up every token row of h, down
@@ -524,18 +486,18 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
   }
 }
 
-// The claim loop with the whole CTA on each tile (every tile at claim_warps
-// 0; the down loop when the step's selections do not fit the activation
-// buffer): thread 0's reading of the header decides the tile for every
+// The down loop with the whole CTA on each tile (when the step's selections
+// do not fit the activation buffer at once: batch > 2 of a top-8 model at
+// I = 768): thread 0's reading of the header decides the tile for every
 // thread, and it writes the tile's member rows before the one barrier that
-// publishes both (expert_tile has none at its end; see there).
+// publishes both (expert_down_tile has none at its end; see there).
 __device__ __forceinline__ void claim_loop_cta(Ctx& c, const Instruction& in) {
   for (int k = 0; k < in.claim.max_claims; ++k) {
     StageHeader h;
     c.acquire(Ctx::kAnyTile, 0, &h);
     if (c.tid() == 0) {
       c.s.flag = h.tile;
-      if (h.tile >= 0) write_claim_rows(c, in, h.tile);
+      if (h.tile >= 0) write_claim_rows(c, h.tile);
     }
     consumer_sync();
     const int tile = c.s.flag;
@@ -543,7 +505,7 @@ __device__ __forceinline__ void claim_loop_cta(Ctx& c, const Instruction& in) {
       c.release();
       break;
     }
-    expert_tile(c, in, tile);
+    expert_down_tile(c, in, tile);
     if (c.p.timeline && c.tid() == 0) ++c.t_tiles;
   }
 }
@@ -562,21 +524,30 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
   const bool gu = in.op == Opcode::kExpertGateUp;
   c.wait(in.wait[0].counter, in.wait[0].target);  // the routing plan is visible
   for (int i = c.tid(); i < kMaxSelections; i += kConsumerThreads) c.s.claim_tally[i] = 0;
-  load_claim_plan(c, in.layer);  // ends with a consumer barrier
-  if (!gu) wait_all_slots(c, in);
-  // One warp per tile when the loop's activation rows fit the buffer at
-  // once: gate/up always (R rows of h), down up to kActBytes / (2 I + 16)
-  // selections (21 at I = 768: batch 1 and 2 of a top-8 model).
-  const int I = d.moe_ffn, n_sel = p.rows * d.top_k, down_stride = I * 2 + 16;
-  if (p.claim_warps && (gu || n_sel * down_stride <= kActBytes)) {
-    if (gu)
-      c.stage_act(act_tag(kActH, in.layer, d.parallel_block ? 0 : 1, 0, d.hidden, 0), p.h, d.hidden, nullptr, p.rows, 0,
-                  d.hidden);
-    else
-      c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, 1022), p.moe_act, I, nullptr, n_sel, 0, I, down_stride);
-    claim_loop_warps(c, in, static_cast<uint32_t>(__cvta_generic_to_shared(c.s.act)), gu ? kActStride : down_stride);
+  const uint32_t act_base = static_cast<uint32_t>(__cvta_generic_to_shared(c.s.act));
+  if (gu) {
+    // One warp per tile over every token row of h (the QKV tiles' staging,
+    // often still there); the plan's loads and the rows' go out together
+    // and one barrier publishes both.
+    const ActTag tag = act_tag(kActH, in.layer, d.parallel_block ? 0 : 1, 0, d.hidden, 0);
+    const bool staged = c.act == tag;
+    load_claim_plan(c, in.layer, staged);
+    if (!staged) c.stage_act(tag, p.h, d.hidden, nullptr, p.rows, 0, d.hidden);
+    claim_loop_warps(c, in, act_base, kActStride);
   } else {
-    claim_loop_cta(c, in);
+    load_claim_plan(c, in.layer);
+    wait_all_slots(c, in);
+    // One warp per tile when every selection's moe_act row fits the
+    // activation buffer at once: up to kActBytes / (2 I + 16) selections
+    // (21 at I = 768: batch 1 and 2 of a top-8 model); else the whole CTA
+    // on each tile.
+    const int I = d.moe_ffn, n_sel = p.rows * d.top_k, stride = I * 2 + 16;
+    if (n_sel * stride <= kActBytes) {
+      c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, 1022), p.moe_act, I, nullptr, n_sel, 0, I, stride);
+      claim_loop_warps(c, in, act_base, stride);
+    } else {
+      claim_loop_cta(c, in);
+    }
   }
   consumer_sync();
   if (c.tid() == 0 && !c.drain) {

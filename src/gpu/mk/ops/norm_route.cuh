@@ -226,11 +226,13 @@ __device__ __forceinline__ bool op_route(Ctx& c, int layer) {
     members[cursor[id] + rank] = s;
   }
   consumer_sync();
+  // No fence here: the instruction's signal (consumer_main: a barrier, then
+  // thread 0's red.release) orders the plan, n_active and the adjustment
+  // before the claim loops see the routing, and so before any down tile's
+  // tally reaches "down done" (which must not overtake the adjustment).
   if (c.tid() == 0 && !c.drain) {
     p.counters[p.ctr.n_active(layer)] = uint32_t(n_active);
-    const uint32_t adjust = uint32_t(1 - n_active * ::ms::mk::expert_down_tiles(d));
-    __threadfence();
-    atomicAdd(p.counters + p.ctr.down_done(layer), adjust);
+    atomicAdd(p.counters + p.ctr.down_done(layer), uint32_t(1 - n_active * ::ms::mk::expert_down_tiles(d)));
   }
   return true;
 }
