@@ -418,9 +418,9 @@ __device__ __forceinline__ int member_row(const Ctx& c, int tile, int tpe, bool 
 
 // The claim loop with one warp per tile: tile k of the loop belongs to warp
 // k % 8, which runs all of its k-steps and writes its outputs from its own
-// accumulators; the other warps only pass its ring
-// positions (wait full, release), so no barrier is taken per tile and up to
-// 8 tiles are in progress at once. The activation rows are staged once
+// accumulators; the other warps only pass its ring positions (wait full,
+// release), so no barrier is taken per tile and up to 8 tiles are in
+// progress at once. The activation rows are staged once
 // before the loop (act_base, stride): gate/up every token row of h, down
 // every selection's moe_act row; each lane's ldmatrix B address picks its
 // mma column's member row (gate/up: the member's token row, down: its
@@ -446,9 +446,9 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
     if (p.timeline && c.tid() == 0) ++c.t_tiles;
     const int lane = lane_id(), w = c.warp();
     const bool mine = k % kConsumerWarps == w;  // else another warp's tile: pass its positions
-    // Lane n (mod 8) holds member n's selection id; its B row address. The
-    // tile's slot and members are read again for the epilogue (kept live
-    // across the ring waits they would be live across code at the register
+    // This lane's B row address: its mma column's member row. The tile's
+    // slot and members are read again for the epilogue (kept from here, they
+    // would sit in registers through the ring waits, code at the register
     // ceiling).
     const uint32_t b_lane = act_base + member_row(c, tile, tpe, gu, n_src) * stride + ((lane >> 3) & 1) * 16;
     float4* acc_slot = reinterpret_cast<float4*>(c.s.scratch) + w * 32 + lane;
