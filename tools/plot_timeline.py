@@ -22,7 +22,10 @@ per tile, and the stall: the consumers' wait on full ring positions after
 the first one (stall_ns; near the rest: the instruction is loader-bound,
 near 0: consumer-bound). Norms and routes record a point inside them as
 data_ns (sources summed, top-k done). Timelines without data_ns / issue_ns /
-tiles / stall_ns (older builds) print those as "-".
+tiles / stall_ns (older builds) print those as "-". Per layer it then gives
+the critical path (first start / ready / last end per opcode), the claim
+loops across SMs (first claim, first data, end, tiles / us per SM) and how
+many SMs are in each opcode (waiting on its producers or running) every 4 us.
 """
 import gzip
 import json
@@ -154,6 +157,50 @@ def phases(ins):
             r = (min(i["ready_ns"] for i in w) - t0) / 1000
             e = (max(i["end_ns"] for i in w) - t0) / 1000
             print(f"  {op:16} {a:7.1f} {r:7.1f} {e:7.1f}")
+        claims(v, t0)
+        occupancy(v, t0)
+
+
+def pct(v, qs=(0, 0.1, 0.5, 0.9, 1)):
+    v = sorted(v)
+    return [v[int(q * (len(v) - 1))] for q in qs] if v else []
+
+
+def claims(v, t0):
+    """A layer's claim loops across SMs (min / 10% / median / 90% / max, us
+    from the layer's first norm): when the loader took the first tile
+    (issue), when its data came, when the loop ended, and the tiles per us
+    each SM ran from its first data (what the ring delivered per SM)."""
+    for op in ("expert_gate_up", "expert_down"):
+        w = [i for i in v if i["op"] == op]
+        if not w:
+            continue
+        f = lambda xs: " ".join(f"{x:6.1f}" for x in xs)
+        iss = [(i["issue_ns"] - t0) / 1000 for i in w if i.get("issue_ns")]
+        data = [(i["data_ns"] - t0) / 1000 for i in w if i.get("data_ns")]
+        end = [(i["end_ns"] - t0) / 1000 for i in w]
+        rate = [i["tiles"] / ((i["end_ns"] - i["data_ns"]) / 1000) for i in w
+                if i.get("data_ns") and i.get("tiles") and i["end_ns"] > i["data_ns"]]
+        print(f"  {op} on {len(w)} SMs, {sum(i.get('tiles') or 0 for i in w)} tiles "
+              f"(min / 10% / median / 90% / max):")
+        print(f"    first claim {f(pct(iss))}\n    first data  {f(pct(data))}\n    end         {f(pct(end))}\n"
+              f"    tiles / us  {' '.join(f'{x:6.2f}' for x in pct(rate))}")
+
+
+def occupancy(v, t0, step_us=4):
+    """How many SMs are in each opcode (waiting or running) over a layer,
+    every step_us (an SM still in attention cannot take expert tiles: the
+    claim loops' ramp)."""
+    end = (max(i["end_ns"] for i in v) - t0) / 1000
+    print(f"  SMs in each opcode (waiting or running), every {step_us} us:")
+    t = 0.0
+    while t <= end:
+        busy = {}
+        for i in v:
+            if (i["start_ns"] - t0) / 1000 <= t <= (i["end_ns"] - t0) / 1000:
+                busy[i["op"]] = busy.get(i["op"], 0) + 1
+        print(f"    {t:5.0f} " + ", ".join(f"{op} {n}" for op, n in sorted(busy.items(), key=lambda kv: -kv[1])))
+        t += step_us
 
 
 if __name__ == "__main__":
