@@ -20,7 +20,8 @@ line=$(grep -A1 "Function properties for .*megakernel.*Params" "$out/ptxas.log" 
 frame=$(echo "$line" | sed -E 's/^ *([0-9]+) bytes stack frame.*/\1/')
 stores=$(echo "$line" | sed -E 's/.* ([0-9]+) bytes spill stores.*/\1/')
 loads=$(echo "$line" | sed -E 's/.* ([0-9]+) bytes spill loads.*/\1/')
-others=$(grep -c "Function properties for" "$out/ptxas.log")
+# Out-of-line functions allowed: the watchdog's cold report() (sync.cuh).
+others=$(grep "Function properties for" "$out/ptxas.log" | grep -vc "2mk6reportE")
 echo "megakernel: ${frame}-byte stack frame, ${stores} / ${loads} bytes of spill stores / loads; $others function(s)"
 rc=0
 [ "$stores" = 0 ] && [ "$loads" = 0 ] || { echo "FAIL: the megakernel spills"; rc=1; }

@@ -1,5 +1,6 @@
 #include "mk/dims.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -76,6 +77,11 @@ Status check_supported(const ModelConfig& cfg, int block_size) {
     if (d.shared_ffn % kTileRows != 0) return no("shared expert width " + std::to_string(d.shared_ffn));
   }
   if (d.vocab < 1) return no("empty vocabulary");
+  const int ffn_rows = std::max(d.top_k, d.dense_ffn > 0 ? down_slices(d.dense_ffn) : 0);
+  const int norm_sources = d.n_kv_heads + ffn_rows + (d.shared_ffn > 0 ? down_slices(d.shared_ffn) : 0);
+  if (norm_sources > kMaxNormSources)
+    return no("a norm adding " + std::to_string(norm_sources) + " partial rows (KV heads + top_k or dense down slices + "
+              "shared expert slices; at most " + std::to_string(kMaxNormSources) + ")");
   return Status::ok();
 }
 

@@ -45,6 +45,10 @@ constexpr int kMaxSplits = 64;
 // (rows x top_k: the claim loops keep the plan's copy in shared memory).
 constexpr int kMaxTopK = 32;
 constexpr int kMaxSelections = kMaxRows * kMaxTopK;
+// Rows a norm adds to the residual at most (O-projection slices, the FFN's
+// selections or down slices, the shared expert's down slices): kNorm keeps
+// their addresses in shared memory.
+constexpr int kMaxNormSources = 64;
 
 // ---- Opcodes ----
 // Fields used by each opcode are listed next to it; see Instruction below.

@@ -344,6 +344,16 @@ TEST(MkSchedule, UnsupportedShapesAreNamed) {
   EXPECT_TRUE(check_supported(preset(Arch::kCohere2Moe, "full"), 64).is_ok());
   EXPECT_TRUE(check_supported(demo_config(), 64).is_ok());
   EXPECT_FALSE(check_supported(preset(Arch::kCohere2Moe, "full"), 48).is_ok());
+  // A norm sums KV heads + top_k (+ shared slices) partial rows, at most kMaxNormSources.
+  ModelConfig many = preset(Arch::kCohere2Moe, "full");
+  many.n_kv_heads = 32;  // group 1
+  many.top_k = 32;
+  EXPECT_TRUE(check_supported(many, 64).is_ok());
+  many.n_shared_experts = 1;
+  many.shared_ffn = 768;
+  st = check_supported(many, 64);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("partial rows"), std::string::npos) << st.message();
 }
 
 }  // namespace

@@ -132,13 +132,20 @@ struct Ctx {
   __device__ void stage_act(ActTag tag, const uint16_t* src, int64_t ld, const int32_t* rows, int nrows, int c0, int k,
                             int stride = kActStride) {
     if (tag == act) return;
+    // Asynchronous 16-byte copies (every row's in flight at once, no
+    // registers held) and no division: this helper is inlined at every
+    // staging site, and the division's expansion made it ~400 instructions
+    // a copy (~36 KB of a kernel whose code is well over the SM's
+    // instruction cache: docs/megakernel.md, round 9).
     const int per_row = k / 8;  // 16-byte pieces
-    for (int i = tid(); i < nrows * per_row; i += kConsumerThreads) {
-      const int n = i / per_row, c = i % per_row;
-      const int64_t r = rows ? rows[n] : n;
-      const uint4 v = __ldcg(reinterpret_cast<const uint4*>(src + r * ld + c0) + c);
-      *reinterpret_cast<uint4*>(s.act + n * stride + c * 16) = v;
+#pragma unroll 1
+    for (int n = 0; n < nrows; ++n) {
+      const uint4* from = reinterpret_cast<const uint4*>(src + (rows ? int64_t(rows[n]) : int64_t(n)) * ld + c0);
+      const uint32_t to = smem_u32(s.act + n * stride);
+#pragma unroll 1
+      for (int c = tid(); c < per_row; c += kConsumerThreads) cp_async_16(to + c * 16, from + c);
     }
+    cp_async_wait_all();
     consumer_sync();
     act = tag;
   }

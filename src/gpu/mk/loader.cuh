@@ -247,6 +247,27 @@ class Loader {
     if (lane_ == 0) ok = wait_counter(p_, in.wait[0].counter, in.wait[0].target, at_, 1) ? 1 : 0;
     ok_ = __shfl_sync(0xffffffffu, ok, 0) != 0;
     if (!ok_) return;
+    // The layer's queue size (kept per layer: the shared plan is rewritten
+    // by the next layer's route) and the plan's slot -> expert list (once
+    // per claim instruction, not an L2 round trip per tile), every load
+    // issued before any result is used: one round trip, before the claim
+    // gate, while the consumers may still be on their way (round 9: with
+    // the reads after the gate, gate/up's first data came ~0.5 us later at
+    // bs 1). Entries past the queue's size are never read.
+    int n_active = 0;
+    {
+      constexpr int kPer = (kMaxSelections + 31) / 32;
+      const int n_list = min(d.n_experts, kMaxSelections);
+      const int na_raw = lane_ == 0 ? int(__ldcg(p_.counters + p_.ctr.n_active(in.layer))) : 0;
+      int ex[kPer];
+#pragma unroll
+      for (int u = 0; u < kPer; ++u) ex[u] = lane_ + 32 * u < n_list ? __ldcg(p_.plan + 1 + lane_ + 32 * u) : 0;
+#pragma unroll
+      for (int u = 0; u < kPer; ++u)
+        if (lane_ + 32 * u < n_list) s_.loader_expert[lane_ + 32 * u] = ex[u];
+      __syncwarp();
+      n_active = __shfl_sync(0xffffffffu, na_raw, 0);
+    }
     // The claim gate: no tile is taken while the consumers are more than
     // `gate` instructions before the loop (they would hold it, and with
     // it every wait on its expert, until they get here: docs/megakernel.md,
@@ -274,16 +295,8 @@ class Loader {
       if (next_n > 0) next = static_cast<int>(atomicAdd(p_.counters + claim_ctr, uint32_t(next_n)));
       taken += next_n;
     };
-    // The first run's atomic, the layer's queue size (kept per layer: the
-    // shared plan is rewritten by the next layer's route) and the plan's
-    // slot -> expert list (once per claim instruction, not an L2 round trip
-    // per tile) go out together: one round trip, not three in a row. A run
-    // past the queue's end is a terminator (below), whatever the size.
+    // A run past the queue's end is a terminator (below), whatever the size.
     if (lane_ == 0) take_run();
-    const int n_active =
-        __shfl_sync(0xffffffffu, lane_ == 0 ? int(__ldcg(p_.counters + p_.ctr.n_active(in.layer))) : 0, 0);
-    for (int i = lane_; i < min(d.n_experts, kMaxSelections); i += 32) s_.loader_expert[i] = __ldcg(p_.plan + 1 + i);
-    __syncwarp();
     const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
     const int n_tiles = n_active * tpe;
     int cur = 0, have = 0;  // the run being issued (every lane)

@@ -89,6 +89,14 @@ __device__ __forceinline__ void tensor_copy_2d(void* smem_dst, const CUtensorMap
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "l"(policy)
       : "memory");
 }
+// 16 bytes global -> shared through L2 only (like __ldcg), asynchronous:
+// complete for the issuing thread after cp_async_wait_all (then a barrier
+// for the others).
+__device__ __forceinline__ void cp_async_16(uint32_t smem_dst, const void* gmem_src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_dst), "l"(gmem_src) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
 // ---- watchdog ----
 enum ErrorCode : uint32_t { kErrNone = 0, kErrCounterTimeout = 1, kErrStageTimeout = 2, kErrBadInstruction = 3 };
 
@@ -115,8 +123,12 @@ __device__ __forceinline__ InstrSite site_of(uint32_t index, const Instruction& 
   return InstrSite{index, static_cast<uint32_t>(in.op), static_cast<uint32_t>(in.layer)};
 }
 
-// Records the first failure and raises the abort flag.
-__device__ __forceinline__ void report(const Params& p, uint32_t code, InstrSite at, uint32_t counter, int32_t value,
+// Records the first failure and raises the abort flag. Out of line: it is
+// the watchdog's cold path, and inlined at every wait (each ring acquire of
+// every unrolled loop) it was ~1,000 instructions of the kernel's code, which
+// is well over the SM's instruction cache (docs/megakernel.md, round 9).
+// The one function tools/check_mk_ptxas.sh lets stay a call.
+__device__ __noinline__ void report(const Params& p, uint32_t code, InstrSite at, uint32_t counter, int32_t value,
                                        int32_t target, uint32_t role) {
   if (atomicCAS(&p.error->code, 0u, code) == 0u) {
     MkError& e = *p.error;

@@ -76,23 +76,34 @@ __device__ __forceinline__ void route_token(const float* __restrict__ logits, in
   }
   __syncwarp();
   if (lane != 0) return;
+  // Lane 0's loops stay rolled (#pragma unroll 1): serial work either way,
+  // and unrolled with the expf expansions they were ~900 instructions of
+  // the megakernel's code (run once a layer on one SM: instruction-cache
+  // misses, docs/megakernel.md round 9).
   float* w = sel_val;
   if (softmax_over_topk) {
     if (!sigmoid) {
       float mx = -INFINITY;
+#pragma unroll 1
       for (int k = 0; k < K; ++k) mx = fmaxf(mx, w[k]);
       float sum = 0.f;
+#pragma unroll 1
       for (int k = 0; k < K; ++k) sum += (w[k] = expf(w[k] - mx));
+#pragma unroll 1
       for (int k = 0; k < K; ++k) w[k] /= sum;
     } else {
+#pragma unroll 1
       for (int k = 0; k < K; ++k) w[k] = 1.0f / (1.0f + expf(-w[k]));
     }
   }
   if (norm_topk && !(softmax_over_topk && !sigmoid)) {
     float sum = 0.f;
+#pragma unroll 1
     for (int k = 0; k < K; ++k) sum += w[k];
+#pragma unroll 1
     for (int k = 0; k < K; ++k) w[k] /= sum;
   }
+#pragma unroll 1
   for (int k = 0; k < K; ++k) {
     ids[int64_t(t) * K + k] = sel_id[k];
     weights[int64_t(t) * K + k] = w[k];

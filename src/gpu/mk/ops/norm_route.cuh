@@ -28,14 +28,19 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
   const int R = p.rows, H = d.hidden, r = in.rows.row, Q = H / 4;
   const bool final = in.op == Opcode::kFinalNorm, second = in.flags & ::ms::mk::kFlagNormSecond;
   const int prev = final ? d.n_layers - 1 : in.layer - 1;
-  float4 v[kNormQuads];
   float* x = p.x + int64_t(r) * H;
   const bool embed = !final && in.layer == 0 && !second;
   const bool prev_moe = prev >= 0 && p.layer_info[prev].moe;
-  // Every source's 16-byte loads are issued together (unrolled over the
-  // sources): the norm is on every layer's critical path, where each L2
-  // round trip in turn costs ~0.6 us (docs/megakernel.md). The sums keep
-  // the interpreter's order per column.
+  const float* w = final ? p.final_norm : (second ? p.layers[in.layer].ffn_norm : p.layers[in.layer].attn_norm);
+  // The weights' lines into L1 first, with the sources' loads (read after
+  // the sums: one L2 round trip less on the critical path; loads held in
+  // registers that long spilled the kernel).
+  for (int q = c.tid() * 8; q < Q; q += kConsumerThreads * 8) prefetch_l1(w + 4 * q);
+  // The updated residual row, quad q at vs[q] (each thread reads back only
+  // its own quads: no barrier): the source loop below runs quad by quad
+  // without a register array indexed by the quad.
+  float4* vs = reinterpret_cast<float4*>(c.s.scratch);
+  static_assert(kMaxActCols * 4 <= kClaimPlanOffset, "the row fits below the claim plan");
   if (embed) {
     const int tok = p.meta->tokens[r];
 #pragma unroll
@@ -45,80 +50,86 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
         const uint2 b = __ldg(reinterpret_cast<const uint2*>(p.embed + int64_t(tok) * H) + q);
         const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&b.x));
         const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&b.y));
-        v[j] = make_float4(lo.x, lo.y, hi.x, hi.y);
+        vs[q] = make_float4(lo.x, lo.y, hi.x, hi.y);
       }
     }
   } else {
+    // The sources as one list of rows: [0, na) the O-projection's per-group
+    // partials (attention), [na, na + nf) the previous layer's FFN (expert
+    // outputs per selection, or the dense FFN's down slices), [na + nf, n)
+    // the shared expert's down slices. A quad's loads from every row are
+    // issued before any is summed (kNormBatch rows at a time): at 6e16495
+    // the loops over the groups and the selections, with run-time bounds,
+    // put ~4 dependent L2 round trips in the norm (4.45 us from its wait
+    // to the sums at bs 1 / 8K). The sums keep the interpreter's order per
+    // column (mk_vm.cpp norm_row).
+    constexpr int kNormBatch = 12;
+    const int na = (second || d.parallel_block) ? d.n_kv_heads : 0;
+    const int nf = second ? 0 : (prev_moe ? d.top_k : ::ms::mk::down_slices(d.dense_ffn));
+    const int ns = (!second && prev_moe && d.shared_ffn > 0) ? ::ms::mk::down_slices(d.shared_ffn) : 0;
+    const int n = na + nf + ns;
+    // The rows' addresses in shared memory (read back as a broadcast per
+    // load: 64-bit addresses held in registers for a whole batch spilled
+    // the kernel), where a claim loop keeps its plan (rebuilt by each
+    // claim instruction).
+    const float** rows = reinterpret_cast<const float**>(c.s.scratch + kClaimPlanOffset);
+    static_assert(::ms::mk::kMaxNormSources * sizeof(float*) <= sizeof(ClaimPlan), "the rows' addresses fit");
+    for (int sidx = c.tid(); sidx < n; sidx += kConsumerThreads) {  // n <= kMaxNormSources (check_supported)
+      const float* a;
+      if (sidx < na)
+        a = p.o_part + (int64_t(sidx) * R + r) * H;
+      else if (sidx < na + nf)
+        a = prev_moe ? p.ybuf + (int64_t(r) * d.top_k + (sidx - na)) * H
+                     : p.dense_part + (int64_t(sidx - na) * R + r) * H;
+      else
+        a = p.shared_part + (int64_t(sidx - na - nf) * R + r) * H;
+      rows[sidx] = a;
+    }
+    consumer_sync();
+    auto src = [&](int sidx) -> const float* { return rows[sidx]; };
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-    float4 a[kNormQuads], f[kNormQuads], x0[kNormQuads];
+#pragma unroll 1
+    for (int q = c.tid(); q < Q; q += kConsumerThreads) {
+      float4 v = ldcg4(x + 4 * q);
+      float4 a = z, f = z, y = z;  // attention, FFN, shared expert
+      for (int s0 = 0; s0 < n; s0 += kNormBatch) {
+        float4 t[kNormBatch];
 #pragma unroll
-    for (int j = 0; j < kNormQuads; ++j) {
-      const int q = c.tid() + j * kConsumerThreads;
-      a[j] = z;  // attention: the O-projection's per-group partials
-      f[j] = z;  // FFN of the previous layer
-      x0[j] = q < Q ? ldcg4(x + 4 * q) : z;
-    }
-    if (second || d.parallel_block) {
-#pragma unroll 8
-      for (int g = 0; g < d.n_kv_heads; ++g)
+        for (int i = 0; i < kNormBatch; ++i) t[i] = s0 + i < n ? ldcg4(src(s0 + i) + 4 * q) : z;
 #pragma unroll
-        for (int j = 0; j < kNormQuads; ++j) {
-          const int q = c.tid() + j * kConsumerThreads;
-          if (q < Q) add4(a[j], ldcg4(p.o_part + (int64_t(g) * R + r) * H + 4 * q));
+        for (int i = 0; i < kNormBatch; ++i) {
+          const int sidx = s0 + i;
+          if (sidx < na)
+            add4(a, t[i]);
+          else if (sidx < na + nf)
+            add4(f, t[i]);
+          else if (sidx < n)
+            add4(y, t[i]);
         }
-    }
-    if (!second) {
-      if (prev_moe) {
-#pragma unroll 8
-        for (int k = 0; k < d.top_k; ++k)
-#pragma unroll
-          for (int j = 0; j < kNormQuads; ++j) {
-            const int q = c.tid() + j * kConsumerThreads;
-            if (q < Q) add4(f[j], ldcg4(p.ybuf + (int64_t(r) * d.top_k + k) * H + 4 * q));
-          }
-        if (d.shared_ffn > 0) {
-          float4 y[kNormQuads];
-#pragma unroll
-          for (int j = 0; j < kNormQuads; ++j) y[j] = z;
-          for (int sl = 0; sl < ::ms::mk::down_slices(d.shared_ffn); ++sl)
-#pragma unroll
-            for (int j = 0; j < kNormQuads; ++j) {
-              const int q = c.tid() + j * kConsumerThreads;
-              if (q < Q) add4(y[j], ldcg4(p.shared_part + (int64_t(sl) * R + r) * H + 4 * q));
-            }
-#pragma unroll
-          for (int j = 0; j < kNormQuads; ++j) {
-            add4(f[j], y[j]);
-            if (!d.shared_sum) f[j] = make_float4(f[j].x / 2, f[j].y / 2, f[j].z / 2, f[j].w / 2);
-          }
-        }
-      } else {
-        for (int sl = 0; sl < ::ms::mk::down_slices(d.dense_ffn); ++sl)
-#pragma unroll
-          for (int j = 0; j < kNormQuads; ++j) {
-            const int q = c.tid() + j * kConsumerThreads;
-            if (q < Q) add4(f[j], ldcg4(p.dense_part + (int64_t(sl) * R + r) * H + 4 * q));
-          }
       }
-    }
-#pragma unroll
-    for (int j = 0; j < kNormQuads; ++j) {
-      v[j] = x0[j];
+      if (ns > 0) {
+        add4(f, y);
+        if (!d.shared_sum) f = make_float4(f.x / 2, f.y / 2, f.z / 2, f.w / 2);
+      }
       if (second) {
-        add4(v[j], a[j]);
+        add4(v, a);
       } else if (d.parallel_block) {
-        add4(v[j], a[j]);
-        add4(v[j], f[j]);
+        add4(v, a);
+        add4(v, f);
       } else {
-        add4(v[j], f[j]);
+        add4(v, f);
       }
+      vs[q] = v;
+      *reinterpret_cast<float4*>(x + 4 * q) = v;
     }
   }
   if (p.timeline && c.tid() == 0) c.t_data = global_timer();  // timeline: the sources are summed
+  float4 v[kNormQuads];
 #pragma unroll
   for (int j = 0; j < kNormQuads; ++j) {
     const int q = c.tid() + j * kConsumerThreads;
-    if (q < Q) *reinterpret_cast<float4*>(x + 4 * q) = v[j];
+    v[j] = q < Q ? vs[q] : make_float4(0.f, 0.f, 0.f, 0.f);
+    if (embed && q < Q) *reinterpret_cast<float4*>(x + 4 * q) = v[j];
   }
   float mean = 0.f;
   if (d.norm_layer) {
@@ -134,7 +145,6 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
   for (int j = 0; j < kNormQuads; ++j)
     if (c.tid() + j * kConsumerThreads < Q) ss += (sq(v[j].x) + sq(v[j].y)) + (sq(v[j].z) + sq(v[j].w));
   const float rinv = 1.0f / sqrtf(c.block_sum(ss) / static_cast<float>(H) + d.norm_eps);
-  const float* w = final ? p.final_norm : (second ? p.layers[in.layer].ffn_norm : p.layers[in.layer].attn_norm);
 #pragma unroll
   for (int j = 0; j < kNormQuads; ++j) {
     const int q = c.tid() + j * kConsumerThreads;
