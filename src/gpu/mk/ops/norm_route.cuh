@@ -58,11 +58,12 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
     // partials (attention), [na, na + nf) the previous layer's FFN (expert
     // outputs per selection, or the dense FFN's down slices), [na + nf, n)
     // the shared expert's down slices. A quad's loads from every row are
-    // issued before any is summed (kNormBatch rows at a time): at 6e16495
-    // the loops over the groups and the selections, with run-time bounds,
-    // put ~4 dependent L2 round trips in the norm (4.45 us from its wait
-    // to the sums at bs 1 / 8K). The sums keep the interpreter's order per
-    // column (mk_vm.cpp norm_row).
+    // issued before any is summed (kNormBatch rows at a time; more spilled
+    // the kernel). Round 9 measured no gain from it over the loops per
+    // source group (sources summed 4.45 -> 4.6 us after the wait at bs 1 /
+    // 8K: the compiler had batched those too); it is the one-list layout a
+    // fused norm needs (docs/megakernel.md). The sums keep the
+    // interpreter's order per column (mk_vm.cpp norm_row).
     constexpr int kNormBatch = 12;
     const int na = (second || d.parallel_block) ? d.n_kv_heads : 0;
     const int nf = second ? 0 : (prev_moe ? d.top_k : ::ms::mk::down_slices(d.dense_ffn));
@@ -86,7 +87,6 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
       rows[sidx] = a;
     }
     consumer_sync();
-    auto src = [&](int sidx) -> const float* { return rows[sidx]; };
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 1
     for (int q = c.tid(); q < Q; q += kConsumerThreads) {
@@ -95,7 +95,7 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
       for (int s0 = 0; s0 < n; s0 += kNormBatch) {
         float4 t[kNormBatch];
 #pragma unroll
-        for (int i = 0; i < kNormBatch; ++i) t[i] = s0 + i < n ? ldcg4(src(s0 + i) + 4 * q) : z;
+        for (int i = 0; i < kNormBatch; ++i) t[i] = s0 + i < n ? ldcg4(rows[s0 + i] + 4 * q) : z;
 #pragma unroll
         for (int i = 0; i < kNormBatch; ++i) {
           const int sidx = s0 + i;
