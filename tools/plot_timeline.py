@@ -20,9 +20,11 @@ loader issued its copies (issue -> ready; negative: the loader was late),
 the tiles an instruction ran (claim loops: the tiles they took), the rest
 per tile, and the stall: the consumers' wait on full ring positions after
 the first one (stall_ns; near the rest: the instruction is loader-bound,
-near 0: consumer-bound). Norms and routes record a point inside them as
-data_ns (sources summed, top-k done). Timelines without data_ns / issue_ns /
-tiles / stall_ns (older builds) print those as "-". Per layer it then gives
+near 0: consumer-bound), and the signal: from the end of the instruction's
+work (signal_ns) to its end, the consumers' barrier and the release of its
+counter. Norms and routes record a point inside them as data_ns (sources
+summed, top-k done). Timelines without data_ns / issue_ns / tiles /
+stall_ns / signal_ns (older builds) print those as "-". Per layer it then gives
 the critical path (first start / ready / last end per opcode), the claim
 loops across SMs (first claim, first data, end, tiles / us per SM) and how
 many SMs are in each opcode (waiting on its producers or running) every 4 us.
@@ -111,7 +113,7 @@ def summary(src, layers=None):
         by_op.setdefault(i["op"], []).append(i)
     fmt = lambda x: "-" if x is None else f"{x / 1000:.2f}"
     print(f"{'op':16} {'count':>6} {'span us':>9} {'wait':>7} {'to data':>8} {'rest':>7} {'lead':>7} {'tiles':>6} "
-          f"{'rest/tile':>9} {'stall':>7}   (medians, us)")
+          f"{'rest/tile':>9} {'stall':>7} {'signal':>7}   (medians, us)")
     for op, v in sorted(by_op.items(), key=lambda kv: min(i["start_ns"] for i in kv[1])):
         span = max(i["end_ns"] for i in v) - min(i["start_ns"] for i in v)
         wait = median([i["ready_ns"] - i["start_ns"] for i in v])
@@ -128,8 +130,11 @@ def summary(src, layers=None):
         # Waits on full ring positions after the first one (instructions with data).
         st = [i for i in have if i.get("stall_ns") is not None]
         stall = median([i["stall_ns"] for i in st]) if st else None
+        # The signal: the consumers' barrier and the release, from the end of the work (newer builds).
+        sg = [i for i in v if i.get("signal_ns") is not None]
+        signal = median([i["end_ns"] - i["signal_ns"] for i in sg]) if sg else None
         print(f"{op:16} {len(v):6d} {fmt(span):>9} {fmt(wait):>7} {fmt(to_data):>8} {fmt(rest):>7} {fmt(lead):>7} "
-              f"{'-' if tiles is None else tiles:>6} {fmt(per):>9} {fmt(stall):>7}")
+              f"{'-' if tiles is None else tiles:>6} {fmt(per):>9} {fmt(stall):>7} {fmt(signal):>7}")
     phases(ins)
 
 

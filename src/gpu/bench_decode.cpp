@@ -216,7 +216,8 @@ Result<std::string> megakernel_timeline_json(GpuBackend& backend, int batch, int
                                    {"end_ns", e.end - t0},
                                    {"issue_ns", rel(e.issue)},
                                    {"tiles", e.tiles},
-                                   {"stall_ns", e.stall}});
+                                   {"stall_ns", e.stall},
+                                   {"signal_ns", e.start + e.presignal - t0}});
     }
   return j.dump();
 }

@@ -75,6 +75,7 @@ __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
       for (const auto& w : in.wait) c.wait(w.counter, w.target);
     const uint64_t t_ready = (p.timeline && c.tid() == 0) ? global_timer() : 0;
     if (!execute(c, in) && c.tid() == 0) c.drain = true;
+    const uint64_t t_pre = (p.timeline && c.tid() == 0) ? global_timer() : 0;
     // Instruction-level signals (claims signal their tallies; their signal[1] is
     // the barrier ablation's phase counter).
     signal_counter(p, claims || c.drain ? ::ms::mk::kNoCounter : in.signal[0]);
@@ -91,6 +92,7 @@ __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
                         in.op == Opcode::kDenseGateUp || in.op == Opcode::kDenseDown || in.op == Opcode::kLmHead;
       t.tiles = claims ? c.t_tiles : gemv ? uint32_t(max(in.gemv.n_tiles, 0)) : 0u;
       t.stall = c.t_stall;
+      t.presignal = uint32_t(t_pre - t_start);
     }
   }
 }

@@ -64,16 +64,18 @@ static_assert(sizeof(MkError) == 64);
 // inside them instead: sources summed, top-k done), its end, the tiles it
 // ran (claims: the tiles it took; weight streams: n_tiles), and its stall:
 // ns spent waiting on full ring positions after the first one (large: the
-// instruction is loader-bound). Loader: when it had ring space for the
-// instruction's first position and issued its copies (0: it loads nothing).
-// Each role writes only its own fields.
+// instruction is loader-bound), and when its work was done and its signal
+// began (ns after start: end minus that is the signal's barrier and
+// release). Loader: when it had ring space for the instruction's first
+// position and issued its copies (0: it loads nothing). Each role writes
+// only its own fields.
 struct TimelineEntry {
   uint64_t start, ready, data, end;
   uint64_t issue;
   uint16_t opcode, layer;
   uint32_t tiles;
   uint32_t stall;
-  uint32_t reserved;
+  uint32_t presignal;
 };
 static_assert(sizeof(TimelineEntry) == 56);
 
