@@ -24,6 +24,7 @@ Dims make_dims(const ModelConfig& cfg, int block_size) {
   d.n_experts = cfg.n_experts;
   d.top_k = cfg.top_k;
   d.moe_ffn = cfg.moe_ffn;
+  d.down_rows = cfg.moe_ffn > 0 ? expert_down_rows(cfg.moe_ffn) : kTileRows;
   d.dense_ffn = cfg.dense_ffn;
   d.shared_ffn = cfg.n_shared_experts > 0 ? cfg.shared_ffn : 0;
   d.block_size = block_size;

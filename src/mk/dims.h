@@ -26,6 +26,7 @@ struct Dims {
   int32_t n_experts = 0, top_k = 0, moe_ffn = 0;  // 0 experts: dense model
   int32_t dense_ffn = 0, shared_ffn = 0;           // shared_ffn 0: no shared expert
   int32_t block_size = 0, sliding_window = 0;
+  int32_t down_rows = kTileRows;  // hidden rows of an expert down tile (expert_down_rows)
   float norm_eps = 1e-6f, logit_scale = 1.f, attn_scale = 1.f;
   uint8_t norm_layer = 0;         // 1: mean-centred LayerNorm (no bias), 0: RMSNorm
   uint8_t rope_neox = 0;          // 1: NeoX halves, 0: interleaved pairs
@@ -98,7 +99,21 @@ MS_HD RowRange down_slice_cols(int width, int j) {
 
 // ---- Expert queues: tiles per routed expert ----
 MS_HD int expert_gu_tiles(const Dims& d) { return pair_tiles(d.moe_ffn); }
-MS_HD int expert_down_tiles(const Dims& d) { return down_tiles(d); }
+// An expert down tile: d.down_rows rows of the down matrix (all its
+// moe_ffn columns), at most 32 (two mma row blocks), its rows in a stage at
+// expert_down_row_bytes: as many rows as fill a ring stage when a row is
+// one stage chunk (moe_ffn <= kStageCols: 21 rows at moe_ffn 768, 33 KB of
+// a stage where 16 rows padded to kStageCols columns filled 24 KB of it).
+MS_HD int expert_down_rows(int moe_ffn) {
+  const int row_bytes = moe_ffn * 2 + 16;
+  if (moe_ffn > kStageCols) return kTileRows;
+  const int fit = kStageBytes / row_bytes;
+  return fit < kTileRows ? kTileRows : (fit > 2 * kTileRows ? 2 * kTileRows : fit);
+}
+MS_HD int expert_down_row_bytes(const Dims& d) {
+  return d.down_rows > kTileRows ? d.moe_ffn * 2 + 16 : kStageCols * 2 + 16;
+}
+MS_HD int expert_down_tiles(const Dims& d) { return ceil_div(d.hidden, d.down_rows); }
 // Routed-expert slots a step can have: every row picks top_k distinct experts.
 MS_HD int max_expert_slots(const Dims& d, int rows) {
   const int n = rows * d.top_k;

@@ -39,6 +39,9 @@ constexpr int kStageKeys = 64;
 // size, O-projection slice, expert width, dense-down slice); longer rows are
 // split into k-slices whose partial sums the consumer adds.
 constexpr int kMaxActCols = 2048;
+// Bytes of one ring stage (gpu/mk/smem.cuh; its padded 16 rows of
+// kStageCols columns fit, and the K and V of kStageKeys keys at head_dim 128).
+constexpr int kStageBytes = 33792;
 // Attention splits per (row, KV head) at most (partial-output workspace).
 constexpr int kMaxSplits = 64;
 // Experts a token picks at most, and so the routing selections of a step

@@ -522,7 +522,7 @@ Status MkVm::tile(const Instruction& in, int slot, int t) {
       }
     } else {
       const float* w = l.experts_down.data() + size_t(e) * H * I;
-      const int n0 = t * mk::kTileRows, n = std::min(mk::kTileRows, H - n0);
+      const int n0 = t * d.down_rows, n = std::min(d.down_rows, H - n0);
       std::vector<float> y(n);
       rows_dot(st.moe_act.data() + size_t(sel) * I, I, 1, w, I, n0, n, I, y.data());
       for (int i = 0; i < n; ++i) st.ybuf[size_t(sel) * H + n0 + i] = st.topk_w[sel] * y[i];

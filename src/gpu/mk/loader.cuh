@@ -167,22 +167,24 @@ class Loader {
     if (lane_ == 0) s_.header[st] = StageHeader{static_cast<int32_t>(instr_), tile, chunk, 0};
   }
 
-  // One tile of 16 weight rows (map) x columns [c0, c0 + k) of a row-major
-  // matrix with `ld` columns, as ceil(k / kStageCols) stage positions
-  // (first_held: the first stage is already acquired).
-  __device__ void rows_tile(const uint16_t* w, int ld, RowMap map, int c0, int k, int tile, bool first_held = false) {
+  // One tile of n_rows (16, or up to 32 for expert down tiles) weight rows
+  // (map) x columns [c0, c0 + k) of a row-major matrix with `ld` columns, as
+  // ceil(k / kStageCols) stage positions, row m at m x row_bytes of the
+  // stage (first_held: the first stage is already acquired).
+  __device__ void rows_tile(const uint16_t* w, int ld, RowMap map, int c0, int k, int tile, bool first_held = false,
+                            int n_rows = kTileRows, int row_bytes = kRowBytes) {
     const int n_chunks = (k + kStageCols - 1) / kStageCols;
     for (int ch = 0; ch < n_chunks && ok_; ++ch) {
       const int cb = c0 + ch * kStageCols, nc = min(kStageCols, c0 + k - cb);
       const int st = ring_.stage();
       if (!(ch == 0 && first_held) && !acquire(st)) return;
-      const int64_t r = lane_ < kTileRows ? map.row(lane_) : -1;
+      const int64_t r = int(lane_) < n_rows ? map.row(lane_) : -1;
       const uint32_t valid = __ballot_sync(0xffffffffu, r >= 0);
       const uint32_t bytes = uint32_t(nc) * 2;
       publish_header(st, tile, ch);
       if (lane_ == 0) mbar_arrive_expect_tx(&s_.full[st], __popc(valid) * bytes);
       __syncwarp();
-      if (r >= 0) bulk_copy(s_.stage[st] + lane_ * kRowBytes, w + r * ld + cb, bytes, &s_.full[st], pol_);
+      if (r >= 0) bulk_copy(s_.stage[st] + lane_ * row_bytes, w + r * ld + cb, bytes, &s_.full[st], pol_);
       ring_.advance();
     }
   }
@@ -324,7 +326,8 @@ class Loader {
                   true);
       } else {
         const uint16_t* w = L.experts_down + int64_t(e) * d.hidden * d.moe_ffn;
-        rows_tile(w, d.moe_ffn, RowMap{RowMap::kPlain, int64_t(j) * kTileRows, d.hidden}, 0, d.moe_ffn, t, true);
+        rows_tile(w, d.moe_ffn, RowMap{RowMap::kPlain, int64_t(j) * d.down_rows, d.hidden}, 0, d.moe_ffn, t, true,
+                  d.down_rows, ::ms::mk::expert_down_row_bytes(d));
       }
     }
   }

@@ -30,7 +30,8 @@ using ::ms::mk::kTileRows;
 
 constexpr int kStages = 5;
 constexpr int kRowBytes = kStageCols * 2 + 16;  // 2064
-constexpr int kStageBytes = 33792;              // 33 KB, a multiple of 1024 (swizzle alignment)
+using ::ms::mk::kStageBytes;  // 33 KB, a multiple of 1024 (swizzle alignment)
+static_assert(kStageBytes % 1024 == 0);
 static_assert(kTileRows * kRowBytes <= kStageBytes);
 static_assert(2 * kStageKeys * 128 * 2 <= kStageBytes, "K and V of 64 keys at head_dim 128");
 // Activation rows staged for the tensor cores (bf16, up to kMaxActCols) or

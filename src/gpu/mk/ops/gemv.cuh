@@ -76,6 +76,48 @@ __device__ __forceinline__ void tile_mma(Ctx& c, int tile, int k, int buf) {
   store_partials(c, buf, acc0, acc1);
 }
 
+// tile_mma for an expert down tile of up to two 16-row blocks (rows at
+// row_bytes in the stage: Dims::down_rows), one ring position (k <=
+// kStageCols), block b's partial sums in scratch buffer b.
+__device__ __forceinline__ void tile_mma_down(Ctx& c, int tile, int k, int row_bytes, int blocks) {
+  constexpr int kStepsPerWarp = kStageCols / 16 / kConsumerWarps;  // 8
+  float acc[2][2][4] = {};
+  const int mi = c.lane() >> 3;
+  const uint32_t a_lane = static_cast<uint32_t>(__cvta_generic_to_shared(c.s.stage[0])) +
+                          ((mi & 1) * 8 + (c.lane() & 7)) * row_bytes + (mi >> 1) * 16 + c.warp() * 32;
+  const uint32_t b_base = mma_lanes(c).b;
+  const bool have = c.acquire(tile, 0);
+  const int nks = have ? k / 16 : 0;
+  const int mine = nks > c.warp() ? (nks - c.warp() + kConsumerWarps - 1) / kConsumerWarps : 0;
+  const uint32_t a_base = a_lane + c.ring.stage() * kStageBytes;
+#pragma unroll
+  for (int i = 0; i < kStepsPerWarp; ++i) {
+    if (i < mine) {
+      uint32_t b[2];
+      ldmatrix_x2_s(b, b_base + i * kConsumerWarps * 32);
+#pragma unroll
+      for (int blk = 0; blk < 2; ++blk)
+        if (blk < blocks) {
+          uint32_t a[4];
+          ldmatrix_x4_s(a, a_base + blk * kTileRows * row_bytes + i * kConsumerWarps * 32);
+          mma_bf16_16816(acc[blk][i & 1], a, b[0], b[1]);
+        }
+    }
+  }
+  c.release();
+  // Both blocks' partials, then one barrier (store_partials syncs after each).
+  const int g = c.lane() >> 2, t = c.lane() & 3;
+#pragma unroll
+  for (int blk = 0; blk < 2; ++blk) {
+    float* part = reinterpret_cast<float*>(c.s.scratch) + blk * (kConsumerWarps * 128) + c.warp() * 128;
+    part[g * 8 + 2 * t] = acc[blk][0][0] + acc[blk][1][0];
+    part[g * 8 + 2 * t + 1] = acc[blk][0][1] + acc[blk][1][1];
+    part[(g + 8) * 8 + 2 * t] = acc[blk][0][2] + acc[blk][1][2];
+    part[(g + 8) * 8 + 2 * t + 1] = acc[blk][0][3] + acc[blk][1][3];
+  }
+  consumer_sync();
+}
+
 // The sum over the warps of element (m, n) of scratch buffer `buf`.
 __device__ __forceinline__ float tile_sum(const Ctx& c, int buf, int m, int n) {
   const float* part = reinterpret_cast<const float*>(c.s.scratch) + buf * (kConsumerWarps * 128) + m * 8 + n;
@@ -220,18 +262,24 @@ __device__ __forceinline__ void warp_mma_stage(uint32_t a, uint32_t b, int nks, 
 // address at column 0); first_held: the first position is already acquired
 // (a claim loop read its header). The sums are left in acc_slot. False: no
 // data (the warp's vote on the waits: a warp never splits).
+// Expert down tiles of more than 16 rows (Dims::down_rows) are two mma row
+// blocks: rows [16, 32) at 16 x row_bytes further, their sums in the slot
+// kAccBlock float4s further (rows past the tile are whatever the stage holds
+// there: their sums are never read).
+constexpr int kAccBlock = kConsumerWarps * 32;
 __device__ __forceinline__ bool warp_tile(Ctx& c, int tile, int K, bool mine, uint32_t b_lane, float4* acc_slot,
-                                          bool first_held = false) {
+                                          bool first_held = false, int row_bytes = kRowBytes, int blocks = 1) {
   const int lane = lane_id(), mi = lane >> 3;
   const uint32_t a_lane = static_cast<uint32_t>(__cvta_generic_to_shared(c.s.stage[0])) +
-                          ((mi & 1) * 8 + (lane & 7)) * kRowBytes + (mi >> 1) * 16;
+                          ((mi & 1) * 8 + (lane & 7)) * row_bytes + (mi >> 1) * 16;
   const int n_chunks = (K + kStageCols - 1) / kStageCols;
   bool ok = true;
   for (int ch = 0; ch < n_chunks; ++ch) {
     if (ch > 0 || !first_held) ok = __all_sync(0xffffffffu, c.acquire(tile, ch)) && ok;
     if (ok && mine)
-      warp_mma_stage(a_lane + c.ring.stage() * kStageBytes, b_lane + ch * kStageCols * 2,
-                     min(kStageCols, K - ch * kStageCols) / 16, acc_slot, ch == 0);
+      for (int b = 0; b < blocks; ++b)
+        warp_mma_stage(a_lane + c.ring.stage() * kStageBytes + b * kTileRows * row_bytes, b_lane + ch * kStageCols * 2,
+                       min(kStageCols, K - ch * kStageCols) / 16, acc_slot + b * kAccBlock, ch == 0);
     c.release();
   }
   return ok;
@@ -372,13 +420,16 @@ __device__ __forceinline__ void expert_down_tile(Ctx& c, const Instruction& in, 
   const ClaimPlan& cp = claim_plan(c.s);
   const int off = clamp_sel(cp.offset[slot]), n_rows = min(cp.count[slot], kMaxRows);
   c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, slot + 1), p.moe_act, I, rows, n_rows, 0, I);
-  const int buf = 0;
-  tile_mma(c, tile, I, buf);
-  if (c.tid() < 128) {
-    const int m = c.tid() >> 3, n = c.tid() & 7, row = j * kTileRows + m;
-    if (n < n_rows && row < H) {
+  const int blocks = (d.down_rows + kTileRows - 1) / kTileRows;
+  if (blocks > 1 && I <= kStageCols)
+    tile_mma_down(c, tile, I, ::ms::mk::expert_down_row_bytes(d), blocks);
+  else
+    tile_mma(c, tile, I, 0);
+  {  // thread (m, n): tile row m (< 32) of member n; block m / 16 in scratch buffer m / 16
+    const int m = c.tid() >> 3, n = c.tid() & 7, row = j * d.down_rows + m;
+    if (m < d.down_rows && n < n_rows && row < H) {
       const int s_id = cp.member[clamp_sel(off + n)];
-      p.ybuf[int64_t(s_id) * H + row] = cp.weight[clamp_sel(s_id)] * tile_sum(c, buf, m, n);
+      p.ybuf[int64_t(s_id) * H + row] = cp.weight[clamp_sel(s_id)] * tile_sum(c, m >> 4, m & 15, n);
     }
   }
   if (c.tid() == 0) ++c.s.claim_tally[0];
@@ -452,7 +503,9 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
     // ceiling).
     const uint32_t b_lane = act_base + member_row(c, tile, tpe, gu, n_src) * stride + ((lane >> 3) & 1) * 16;
     float4* acc_slot = reinterpret_cast<float4*>(c.s.scratch) + w * 32 + lane;
-    const bool ok = warp_tile(c, tile, K, mine, b_lane, acc_slot, true);
+    const int row_bytes = gu ? kRowBytes : ::ms::mk::expert_down_row_bytes(d);
+    const int blocks = gu ? 1 : (d.down_rows + kTileRows - 1) / kTileRows;
+    const bool ok = warp_tile(c, tile, K, mine, b_lane, acc_slot, true, row_bytes, blocks);
     if (!mine || !ok || c.drain) continue;
     // Outputs from the accumulators: lane (g, t) holds rows g, g + 8 of
     // columns (members) 2t, 2t + 1.
@@ -470,16 +523,21 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
           p.moe_act[int64_t(s1) * I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(silu_mul(v1, v3)));
       }
     } else {
-      const int row = j * kTileRows + g;
-      if (t2 < cnt) {
-        const float wt = cp.weight[clamp_sel(s0)];
-        if (row < H) p.ybuf[int64_t(s0) * H + row] = wt * v0;
-        if (row + 8 < H) p.ybuf[int64_t(s0) * H + row + 8] = wt * v2;
-      }
-      if (t2 + 1 < cnt) {
-        const float wt = cp.weight[clamp_sel(s1)];
-        if (row < H) p.ybuf[int64_t(s1) * H + row] = wt * v1;
-        if (row + 8 < H) p.ybuf[int64_t(s1) * H + row + 8] = wt * v3;
+      // Row block b: tile rows 16 b + g and 16 b + g + 8 (those below the
+      // tile's down_rows and the hidden size).
+      const float wt0 = cp.weight[clamp_sel(s0)], wt1 = cp.weight[clamp_sel(s1)];
+      for (int b = 0; b < blocks; ++b) {
+        const float4 a = b == 0 ? acc : acc_slot[kAccBlock];
+        const int m = b * kTileRows + g, row = j * d.down_rows + m;
+        const bool lo = m < d.down_rows && row < H, hi = m + 8 < d.down_rows && row + 8 < H;
+        if (t2 < cnt) {
+          if (lo) p.ybuf[int64_t(s0) * H + row] = wt0 * a.x;
+          if (hi) p.ybuf[int64_t(s0) * H + row + 8] = wt0 * a.z;
+        }
+        if (t2 + 1 < cnt) {
+          if (lo) p.ybuf[int64_t(s1) * H + row] = wt1 * a.y;
+          if (hi) p.ybuf[int64_t(s1) * H + row + 8] = wt1 * a.w;
+        }
       }
     }
     if (lane == 0) atomicAdd(&c.s.claim_tally[gu ? slot : 0], 1);
