@@ -71,8 +71,10 @@ __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
     const bool claims = in.op == Opcode::kExpertGateUp || in.op == Opcode::kExpertDown;
     // No early exit, also when the step is given up (consumer_ctx.cuh):
     // a failed wait only puts the thread in drain mode.
-    if (!claims)
-      for (const auto& w : in.wait) c.wait(w.counter, w.target);
+    if (!claims) {
+      c.wait(in.wait[0].counter, in.wait[0].target);
+      if (!norm_split_waits(p, in)) c.wait(in.wait[1].counter, in.wait[1].target);  // else op_norm waits
+    }
     const uint64_t t_ready = (p.timeline && c.tid() == 0) ? global_timer() : 0;
     if (!execute(c, in) && c.tid() == 0) c.drain = true;
     const uint64_t t_pre = (p.timeline && c.tid() == 0) ? global_timer() : 0;

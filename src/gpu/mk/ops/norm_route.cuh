@@ -10,6 +10,15 @@ namespace ms::gpu::mk {
 // A thread's columns: quads q = tid + j * kConsumerThreads, columns
 // [4 q, 4 q + 4) (hidden is a multiple of 16: mk::check_supported).
 constexpr int kNormQuads = kMaxActCols / 4 / kConsumerThreads;
+// A norm's source rows in flight at once (op_norm): by cp.async into the
+// activation buffer (4 rows) and the scratch after the rows' addresses (1),
+// and into registers (3; 4 spilled the kernel).
+constexpr int kNormActRows = 4;
+constexpr int kNormSmemRows = kNormActRows + 1;
+constexpr int kNormRegRows = 3;
+constexpr int kNormScratchRow = kClaimPlanOffset + ::ms::mk::kMaxNormSources * 8;
+static_assert(kNormActRows * kMaxActCols * 4 <= kActBytes, "the cp.async rows fit the activation buffer");
+static_assert(kNormScratchRow + kMaxActCols * 4 <= kScratchBytes - 128, "a row fits below block_sum's words");
 
 __device__ __forceinline__ float4 ldcg4(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
 __device__ __forceinline__ void add4(float4& a, const float4 b) {
@@ -17,6 +26,14 @@ __device__ __forceinline__ void add4(float4& a, const float4 b) {
   a.y += b.y;
   a.z += b.z;
   a.w += b.w;
+}
+
+// Whether kNorm sums the O-projection's partials (wait[0]) before it waits
+// for the FFN's outputs (wait[1]): a parallel block's first norm after layer
+// 0, under Params::norm_split. consumer_main then waits on wait[0] alone.
+__device__ __forceinline__ bool norm_split_waits(const Params& p, const Instruction& in) {
+  return p.norm_split && in.op == Opcode::kNorm && !(in.flags & ::ms::mk::kFlagNormSecond) &&
+         in.wait[1].counter != ::ms::mk::kNoCounter;
 }
 
 // x += the outputs the instruction adds (mk_vm.cpp norm_row gives the
@@ -57,14 +74,9 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
     // The sources as one list of rows: [0, na) the O-projection's per-group
     // partials (attention), [na, na + nf) the previous layer's FFN (expert
     // outputs per selection, or the dense FFN's down slices), [na + nf, n)
-    // the shared expert's down slices. A quad's loads from every row are
-    // issued before any is summed (kNormBatch rows at a time; more spilled
-    // the kernel). Round 9 measured no gain from it over the loops per
-    // source group (sources summed 4.45 -> 4.6 us after the wait at bs 1 /
-    // 8K: the compiler had batched those too); it is the one-list layout a
-    // fused norm needs (docs/megakernel.md). The sums keep the
-    // interpreter's order per column (mk_vm.cpp norm_row).
-    constexpr int kNormBatch = 12;
+    // the shared expert's down slices (in groups, every load of a group in
+    // flight at once: below). The sums keep the interpreter's order per
+    // column (mk_vm.cpp norm_row).
     const int na = (second || d.parallel_block) ? d.n_kv_heads : 0;
     const int nf = second ? 0 : (prev_moe ? d.top_k : ::ms::mk::down_slices(d.dense_ffn));
     const int ns = (!second && prev_moe && d.shared_ffn > 0) ? ::ms::mk::down_slices(d.shared_ffn) : 0;
@@ -87,40 +99,92 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
       rows[sidx] = a;
     }
     consumer_sync();
+    // Split waits (norm_split_waits): x and the O-projection's partials are
+    // summed after wait[0], the FFN's after wait[1] (the FFN's down tiles
+    // finish last at bs 1: only their loads stay after the last wait). The
+    // per-column order of the sums is the same either way (v = x; v += a;
+    // v += f), so the two phases compute the same bits as one.
+    // The sources go in groups of up to kNormSmemRows + kNormRegRows rows,
+    // every load of a group in flight at once: the first rows by cp.async
+    // into the activation buffer (free here: the waits' barrier is behind
+    // every reader of the previous instruction; its tag is dropped) and a
+    // row of scratch, the others into registers. At NMC (4 O-projection
+    // partials, 8 experts) each phase is one round trip.
+    const bool split = norm_split_waits(p, in);
+    const int act_rows = min(kNormActRows, kActBytes / (H * 4)), smem_rows = act_rows + 1;
+    auto srow = [&](int i) {  // smem source row i of a group
+      return reinterpret_cast<float*>(i < act_rows ? c.s.act + i * H * 4 : c.s.scratch + kNormScratchRow);
+    };
+    c.act = 0;
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 v[kNormQuads], a[kNormQuads], f[kNormQuads], y[kNormQuads];  // x; attention, FFN, shared expert
 #pragma unroll 1
-    for (int q = c.tid(); q < Q; q += kConsumerThreads) {
-      float4 v = ldcg4(x + 4 * q);
-      float4 a = z, f = z, y = z;  // attention, FFN, shared expert
-      for (int s0 = 0; s0 < n; s0 += kNormBatch) {
-        float4 t[kNormBatch];
+    for (int phase = split ? 0 : 1; phase < 2; ++phase) {
+      const int lo = phase == 0 ? 0 : (split ? na : 0), hi = phase == 0 ? na : n;
+      if (phase == 1 && split) {
+        const uint64_t t0 = p.timeline && c.tid() == 0 ? global_timer() : 0;
+        c.wait(in.wait[1].counter, in.wait[1].target);
+        if (p.timeline && c.tid() == 0) c.t_stall = uint32_t(global_timer() - t0);  // timeline: the FFN's wait
+      }
 #pragma unroll
-        for (int i = 0; i < kNormBatch; ++i) t[i] = s0 + i < n ? ldcg4(rows[s0 + i] + 4 * q) : z;
+      for (int j = 0; j < kNormQuads; ++j) {
+        const int q = c.tid() + j * kConsumerThreads;
+        v[j] = q >= Q ? z : lo == 0 ? ldcg4(x + 4 * q) : vs[q];
+        a[j] = f[j] = y[j] = z;
+      }
+#pragma unroll 1
+      for (int g0 = lo; g0 < hi; g0 += kNormSmemRows + kNormRegRows) {
+        const int gs = min(smem_rows, hi - g0), gr = min(kNormRegRows, hi - g0 - gs);
+#pragma unroll 1
+        for (int i = 0; i < gs; ++i)
 #pragma unroll
-        for (int i = 0; i < kNormBatch; ++i) {
-          const int sidx = s0 + i;
+          for (int j = 0; j < kNormQuads; ++j) {
+            const int q = c.tid() + j * kConsumerThreads;
+            if (q < Q) cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(srow(i) + 4 * q)), rows[g0 + i] + 4 * q);
+          }
+        float4 t[kNormRegRows][kNormQuads];
+#pragma unroll
+        for (int i = 0; i < kNormRegRows; ++i)
+#pragma unroll
+          for (int j = 0; j < kNormQuads; ++j) {
+            const int q = c.tid() + j * kConsumerThreads;
+            t[i][j] = i < gr && q < Q ? ldcg4(rows[g0 + gs + i] + 4 * q) : z;
+          }
+        cp_async_wait_all();  // this thread's own copies: it reads back only its own quads
+        auto add_src = [&](int sidx, int j, float4 val) {
           if (sidx < na)
-            add4(a, t[i]);
+            add4(a[j], val);
           else if (sidx < na + nf)
-            add4(f, t[i]);
-          else if (sidx < n)
-            add4(y, t[i]);
+            add4(f[j], val);
+          else
+            add4(y[j], val);
+        };
+#pragma unroll 1
+        for (int i = 0; i < gs; ++i)
+#pragma unroll
+          for (int j = 0; j < kNormQuads; ++j) {
+            const int q = c.tid() + j * kConsumerThreads;
+            if (q < Q) add_src(g0 + i, j, *reinterpret_cast<const float4*>(srow(i) + 4 * q));
+          }
+#pragma unroll
+        for (int i = 0; i < kNormRegRows; ++i)
+#pragma unroll
+          for (int j = 0; j < kNormQuads; ++j)
+            if (i < gr) add_src(g0 + gs + i, j, t[i][j]);
+      }
+#pragma unroll
+      for (int j = 0; j < kNormQuads; ++j) {
+        const int q = c.tid() + j * kConsumerThreads;
+        if (q >= Q) continue;
+        if (ns > 0 && hi == n) {
+          add4(f[j], y[j]);
+          if (!d.shared_sum) f[j] = make_float4(f[j].x / 2, f[j].y / 2, f[j].z / 2, f[j].w / 2);
         }
+        if (lo < na) add4(v[j], a[j]);  // na > 0: the second norm, or a parallel block's first
+        if (hi > na && !second) add4(v[j], f[j]);
+        vs[q] = v[j];
+        if (hi == n) *reinterpret_cast<float4*>(x + 4 * q) = v[j];
       }
-      if (ns > 0) {
-        add4(f, y);
-        if (!d.shared_sum) f = make_float4(f.x / 2, f.y / 2, f.z / 2, f.w / 2);
-      }
-      if (second) {
-        add4(v, a);
-      } else if (d.parallel_block) {
-        add4(v, a);
-        add4(v, f);
-      } else {
-        add4(v, f);
-      }
-      vs[q] = v;
-      *reinterpret_cast<float4*>(x + 4 * q) = v;
     }
   }
   if (p.timeline && c.tid() == 0) c.t_data = global_timer();  // timeline: the sources are summed
