@@ -140,7 +140,8 @@ __device__ __forceinline__ bool op_norm(Ctx& c, const Instruction& in) {
 #pragma unroll
           for (int j = 0; j < kNormQuads; ++j) {
             const int q = c.tid() + j * kConsumerThreads;
-            if (q < Q) cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(srow(i) + 4 * q)), rows[g0 + i] + 4 * q);
+            if (q < Q)
+              cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(srow(i) + 4 * q)), rows[g0 + i] + 4 * q);
           }
         float4 t[kNormRegRows][kNormQuads];
 #pragma unroll
