@@ -75,8 +75,7 @@ constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 0, 64},
                                        {"down_gate", &MkTuning::down_gate, -1, 8},
                                        {"qkv_run", &MkTuning::qkv_run, 1, 64},
                                        {"o_run", &MkTuning::o_run, 1, 64},
-                                       {"costs", &MkTuning::costs, 0, 1},
-                                       {"norm_split", &MkTuning::norm_split, 0, 1}};
+                                       {"costs", &MkTuning::costs, 0, 1}};
 }  // namespace
 
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
@@ -99,7 +98,7 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
     if (!set || eq == std::string::npos)
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
                               "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, qkv_run=N, o_run=N, "
-                              "costs=0|1, norm_split=0|1)");
+                              "costs=0|1)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
     if (val.empty() || *e != 0 || v < set->lo || v > set->hi)
@@ -398,7 +397,6 @@ Status MkExecutor::enqueue(const std::vector<SeqWork>& batch) {
   p.claim_batch_down = opt_.tuning.down_run(R);
   p.gate_gu = opt_.tuning.gu_gate;
   p.gate_down = opt_.tuning.down_gate;
-  p.norm_split = opt_.tuning.norm_split;
   MS_RETURN_IF_ERROR(mk::launch_megakernel(p, kv_map_, stream_));
   MS_CUDA_RETURN(cudaEventRecord(done_, stream_));
   ++epoch_;

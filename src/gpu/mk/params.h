@@ -133,10 +133,6 @@ struct Params {
   int32_t claim_batch_down = 1;
   int32_t gate_gu = -1;
   int32_t gate_down = -1;
-  // kNorm of a parallel block sums x and the O-projection's partials after
-  // its wait[0], then waits wait[1] for the FFN's (1), or waits for both
-  // first (0).
-  int32_t norm_split = 0;
   // Watchdog and diagnostics.
   uint64_t watchdog_ns = 0;
   MkError* error = nullptr;

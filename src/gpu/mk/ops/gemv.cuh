@@ -227,7 +227,6 @@ __device__ __forceinline__ int lane_id() {
 // register ceiling.
 __device__ __forceinline__ void warp_mma_stage(uint32_t a, uint32_t b, int nks, float4* acc_slot, bool first) {
   float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
-  float acc2[4] = {0.f, 0.f, 0.f, 0.f}, acc3[4] = {0.f, 0.f, 0.f, 0.f};
   if (!first) {
     const float4 v = *acc_slot;
     acc0[0] = v.x, acc0[1] = v.y, acc0[2] = v.z, acc0[3] = v.w;
@@ -246,8 +245,7 @@ __device__ __forceinline__ void warp_mma_stage(uint32_t a, uint32_t b, int nks, 
       ldmatrix_x2_s(fb[i], b + (ks + i) * 32);
     }
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
-      mma_bf16_16816((i & 3) == 0 ? acc0 : (i & 3) == 1 ? acc1 : (i & 3) == 2 ? acc2 : acc3, fa[i], fb[i][0], fb[i][1]);
+    for (int i = 0; i < 8; ++i) mma_bf16_16816(i & 1 ? acc1 : acc0, fa[i], fb[i][0], fb[i][1]);
   }
   for (; ks < nks; ++ks) {  // the accumulator picked by a constant: a dynamic pick spilled the kernel
     uint32_t fa[4], fb[2];
@@ -255,8 +253,7 @@ __device__ __forceinline__ void warp_mma_stage(uint32_t a, uint32_t b, int nks, 
     ldmatrix_x2_s(fb, b + ks * 32);
     mma_bf16_16816(acc0, fa, fb[0], fb[1]);
   }
-  *acc_slot = make_float4((acc0[0] + acc1[0]) + (acc2[0] + acc3[0]), (acc0[1] + acc1[1]) + (acc2[1] + acc3[1]),
-                          (acc0[2] + acc1[2]) + (acc2[2] + acc3[2]), (acc0[3] + acc1[3]) + (acc2[3] + acc3[3]));
+  *acc_slot = make_float4(acc0[0] + acc1[0], acc0[1] + acc1[1], acc0[2] + acc1[2], acc0[3] + acc1[3]);
 }
 
 // A warp's tile over all its n_chunks ring positions (every warp passes
