@@ -69,6 +69,10 @@ struct ScheduleOptions {
   // capacity / n_sm) tiles, so SMs that are free early can take more than
   // their share.
   double claim_factor = 3.0;
+  // Attention splits aim at this percentage of the SMs (one split each);
+  // fewer splits leave SMs free for the expert claims sooner at small
+  // batches, each split then streaming more stages (round 11 experiment).
+  int attn_sm_percent = 100;
   // Cost model of the placement: HBM bytes per nanosecond of the whole
   // device, and the fixed latency of an instruction (wait, activation load,
   // signal) in nanoseconds.

@@ -316,6 +316,30 @@ TEST(MkSchedule, SplitsFollowTheContext) {
   EXPECT_EQ(c.splits_full, 8);  // 17 stages: at least two per split
 }
 
+TEST(MkSchedule, AttentionSmPercentScalesTheSplits) {
+  const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
+  ScheduleOptions o;
+  o.rows = 1;
+  o.context = 8192;
+  o.n_sm = 132;
+  o.attn_sm_percent = 50;  // 66 SMs: 17 splits per KV head
+  auto s = build_schedule(make_dims(nmc, 64), make_layer_info(nmc), o);
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  EXPECT_EQ(s->splits_full, 17);
+  EXPECT_EQ(s->splits_sliding, 17);
+  EXPECT_TRUE(check_schedule(*s).is_ok());
+  int splits = 0;
+  for (const Instruction& in : s->instrs)
+    if (in.op == Opcode::kAttention && in.layer == 2) ++splits;
+  EXPECT_EQ(splits, 4 * 17);
+  o.attn_sm_percent = 400;  // more splits than SMs, still at least two stages each
+  s = build_schedule(make_dims(nmc, 64), make_layer_info(nmc), o);
+  ASSERT_TRUE(s.is_ok());
+  EXPECT_EQ(s->splits_full, 64);  // kMaxSplits
+  EXPECT_EQ(s->splits_sliding, 32);
+  EXPECT_TRUE(check_schedule(*s).is_ok());
+}
+
 TEST(MkSchedule, SplitRangesCoverTheKeysOnce) {
   for (int window : {0, 100, 4096})
     for (int pos : {0, 1, 63, 64, 65, 1000, 8191, 9000})

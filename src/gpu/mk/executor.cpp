@@ -75,7 +75,8 @@ constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 0, 64},
                                        {"down_gate", &MkTuning::down_gate, -1, 8},
                                        {"qkv_run", &MkTuning::qkv_run, 1, 64},
                                        {"o_run", &MkTuning::o_run, 1, 64},
-                                       {"costs", &MkTuning::costs, 0, 1}};
+                                       {"costs", &MkTuning::costs, 0, 1},
+                                       {"attn_pct", &MkTuning::attn_pct, 10, 400}};
 }  // namespace
 
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
@@ -98,7 +99,7 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
     if (!set || eq == std::string::npos)
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
                               "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, qkv_run=N, o_run=N, "
-                              "costs=0|1)");
+                              "costs=0|1, attn_pct=10..400)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
     if (val.empty() || *e != 0 || v < set->lo || v > set->hi)
@@ -122,7 +123,7 @@ std::string mk_tuning_name(const MkTuning& t) {
 Status MkExecutor::set_tuning(const MkTuning& t) {
   // What the schedule depends on: the cached lists are rebuilt.
   if (t.order != opt_.tuning.order || t.qkv_run != opt_.tuning.qkv_run || t.o_run != opt_.tuning.o_run ||
-      t.costs != opt_.tuning.costs) {
+      t.costs != opt_.tuning.costs || t.attn_pct != opt_.tuning.attn_pct) {
     MS_CUDA_RETURN(cudaStreamSynchronize(stream_));  // no step still reads the cached lists
     last_ = nullptr;
     last_cached_ = nullptr;
@@ -313,6 +314,7 @@ Result<MkExecutor::Cached*> MkExecutor::schedule_for(int rows, int context) {
   so.order = opt_.tuning.order;
   so.qkv_run = opt_.tuning.qkv_run;
   so.o_run = opt_.tuning.o_run;
+  so.attn_sm_percent = opt_.tuning.attn_pct;
   so.fitted_costs = opt_.tuning.costs != 0;
   so.plant_stuck_wait = opt_.plant_stuck_wait;
   MS_ASSIGN_OR_RETURN(::ms::mk::Schedule s, ::ms::mk::build_schedule(dims_, ::ms::mk::make_layer_info(cfg_), so));
