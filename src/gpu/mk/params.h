@@ -133,6 +133,9 @@ struct Params {
   int32_t claim_batch_down = 1;
   int32_t gate_gu = -1;
   int32_t gate_down = -1;
+  // kRoute at batch 1 writes the plan from the sorted top-k alone (1) or
+  // by the general counts / compaction / member ranks (0).
+  int32_t route_fast = 0;
   // Watchdog and diagnostics.
   uint64_t watchdog_ns = 0;
   MkError* error = nullptr;

@@ -247,6 +247,35 @@ __device__ __forceinline__ bool op_route(Ctx& c, int layer) {
                 p.topk_w, sel_val + c.warp() * kRouteMaxK, sel_id + c.warp() * kRouteMaxK);
   consumer_sync();
   if (p.timeline && c.tid() == 0) c.t_data = global_timer();  // timeline: top-k done (the plan is the rest)
+  if (p.route_fast && R == 1) {
+    // Params::route_fast, batch 1: the row's K selections are K distinct
+    // experts, so the plan is their ids ascending with one member each
+    // (selection k at its id's rank): one warp, no counts, compaction or
+    // member-rank passes and their barriers (the general plan below took
+    // ~3.1 us at bs 1 / 8K: round 9's timeline).
+    if (c.warp() == 0) {
+      const int k = c.lane();
+      const int id = k < K ? sel_id[k] : 0;
+      int rank = 0;
+      for (int j = 0; j < K; ++j) rank += sel_id[j] < id;
+      if (k < K) {
+        active[rank] = id;
+        offset[rank] = rank;
+        count[rank] = 1;
+        members[rank] = k;
+        if (p.routing_log) p.routing_log[int64_t(layer) * K + k] = id;
+      }
+      if (k == 0) plan[0] = K;
+    }
+    if (p.router_log)
+      for (int i = c.tid(); i < E; i += kConsumerThreads)
+        p.router_log[int64_t(layer) * E + i] = __ldcg(p.router_logits + i);
+    if (c.tid() == 0 && !c.drain) {
+      p.counters[p.ctr.n_active(layer)] = uint32_t(K);
+      atomicAdd(p.counters + p.ctr.down_done(layer), uint32_t(1 - K * ::ms::mk::expert_down_tiles(d)));
+    }
+    return true;
+  }
   for (int s = c.tid(); s < R * K; s += kConsumerThreads) {
     const int id = sel_id[(s / K) * kRouteMaxK + s % K];
     atomicAdd(&cnt[id], 1);
