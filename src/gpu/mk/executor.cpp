@@ -77,7 +77,8 @@ constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 0, 64},
                                        {"o_run", &MkTuning::o_run, 1, 64},
                                        {"costs", &MkTuning::costs, 0, 1},
                                        {"attn_pct", &MkTuning::attn_pct, 10, 400},
-                                       {"route_fast", &MkTuning::route_fast, 0, 1}};
+                                       {"route_fast", &MkTuning::route_fast, 0, 1},
+                                       {"down_slot_wait", &MkTuning::down_slot_wait, 0, 1}};
 }  // namespace
 
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
@@ -100,7 +101,8 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
     if (!set || eq == std::string::npos)
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
                               "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, qkv_run=N, o_run=N, "
-                              "costs=0|1, attn_pct=10..400, route_fast=0|1)");
+                              "costs=0|1, attn_pct=10..400, route_fast=0|1, "
+                              "down_slot_wait=0|1)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
     if (val.empty() || *e != 0 || v < set->lo || v > set->hi)
@@ -401,6 +403,7 @@ Status MkExecutor::enqueue(const std::vector<SeqWork>& batch) {
   p.gate_gu = opt_.tuning.gu_gate;
   p.gate_down = opt_.tuning.down_gate;
   p.route_fast = opt_.tuning.route_fast;
+  p.down_slot_wait = opt_.tuning.down_slot_wait;
   MS_RETURN_IF_ERROR(mk::launch_megakernel(p, kv_map_, stream_));
   MS_CUDA_RETURN(cudaEventRecord(done_, stream_));
   ++epoch_;

@@ -133,6 +133,10 @@ struct Params {
   int32_t claim_batch_down = 1;
   int32_t gate_gu = -1;
   int32_t gate_down = -1;
+  // Round 11 experiment: at batch <= 2 each down tile waits for its own
+  // expert slot's gate/up tiles (1) instead of the loop waiting for every
+  // slot before its first tile (0).
+  int32_t down_slot_wait = 0;
   // kRoute at batch 1 writes the plan from the sorted top-k alone (1) or
   // by the general counts / compaction / member ranks (0).
   int32_t route_fast = 0;

@@ -478,7 +478,17 @@ __device__ __forceinline__ int member_row(const Ctx& c, int tile, int tpe, bool 
 // selection id), so a slot's members need no staging of their own.
 // Header reads are warp-uniform (every lane reads the same header; the
 // verdict of the waits is the warp's vote), so a warp never splits.
-__device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, uint32_t act_base, int stride) {
+// Member rows of one expert slot a warp stages for itself (slot_wait below):
+// a slot has at most one member per token row.
+constexpr int kSlotRows = 2;
+
+// slot_wait (down loops of Params::down_slot_wait): no up-front wait and
+// staging; the owner warp of a tile waits for its expert slot's gate/up
+// tiles and stages the slot's member rows into its own rows of the
+// activation buffer (warp w: rows [w x kSlotRows, (w + 1) x kSlotRows) at
+// `stride`) when its slot changes.
+__device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, uint32_t act_base, int stride,
+                                                 bool slot_wait = false) {
   const Params& p = c.p;
   const Dims& d = p.dims;
   const bool gu = in.op == Opcode::kExpertGateUp;
@@ -486,6 +496,7 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
   const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
   const int n_src = gu ? p.rows : p.rows * d.top_k;  // staged activation rows
   const ClaimPlan& cp = claim_plan(c.s);
+  int warp_slot = -1;  // slot_wait: the slot whose rows this warp has staged
   for (int k = 0; k < in.claim.max_claims; ++k) {
     StageHeader h;
     const bool have = __all_sync(0xffffffffu, c.acquire(Ctx::kAnyTile, 0, &h));
@@ -501,7 +512,31 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
     // slot and members are read again for the epilogue (kept from here, they
     // would sit in registers through the ring waits, code at the register
     // ceiling).
-    const uint32_t b_lane = act_base + member_row(c, tile, tpe, gu, n_src) * stride + ((lane >> 3) & 1) * 16;
+    uint32_t b_lane = act_base + member_row(c, tile, tpe, gu, n_src) * stride + ((lane >> 3) & 1) * 16;
+    if (slot_wait && mine && !c.drain) {
+      const int slot = clamp_sel(tile / tpe);
+      const int off = clamp_sel(cp.offset[slot]), cnt = min(cp.count[slot], kSlotRows);
+      const uint32_t rows0 = act_base + uint32_t(w * kSlotRows * stride);
+      if (slot != warp_slot) {
+        int ok = 1;
+        if (lane == 0)
+          ok = wait_counter(p, in.wait[1].counter + uint32_t(slot), in.wait[1].target, c.at, 0) ? 1 : 0;
+        if (!__shfl_sync(0xffffffffu, ok, 0)) {
+          c.drain = true;
+          if (lane == 0) c.s.claim_fail = 1;
+        } else {
+          for (int n = 0; n < cnt; ++n) {
+            const uint16_t* src = p.moe_act + int64_t(cp.member[clamp_sel(off + n)]) * I;
+            for (int q = lane; q < I / 8; q += 32) cp_async_16(rows0 + uint32_t(n * stride + q * 16), src + q * 8);
+          }
+          cp_async_wait_all();
+          __syncwarp();
+          warp_slot = slot;
+        }
+      }
+      const int n = lane & 7;
+      b_lane = rows0 + uint32_t((n < cnt ? n : 0) * stride) + ((lane >> 3) & 1) * 16;
+    }
     float4* acc_slot = reinterpret_cast<float4*>(c.s.scratch) + w * 32 + lane;
     const int row_bytes = gu ? kRowBytes : ::ms::mk::expert_down_row_bytes(d);
     const int blocks = gu ? 1 : (d.down_rows + kTileRows - 1) / kTileRows;
@@ -594,21 +629,29 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
     claim_loop_warps(c, in, act_base, kActStride);
   } else {
     load_claim_plan(c, in.layer);
-    wait_all_slots(c, in);
     // One warp per tile when every selection's moe_act row fits the
     // activation buffer at once: up to kActBytes / (2 I + 16) selections
     // (21 at I = 768: batch 1 and 2 of a top-8 model); else the whole CTA
     // on each tile.
     const int I = d.moe_ffn, n_sel = p.rows * d.top_k, stride = I * 2 + 16;
-    if (n_sel * stride <= kActBytes) {
+    if (p.down_slot_wait && p.rows <= kSlotRows && I % 8 == 0 && kConsumerWarps * kSlotRows * stride <= kActBytes) {
+      // Each tile waits for its own slot's gate/up tiles (the owner warp),
+      // so the loop starts before the last gate/up tile anywhere ends.
+      if (c.tid() == 0) c.s.claim_fail = 0;
+      consumer_sync();
+      c.act = 0;
+      claim_loop_warps(c, in, act_base, stride, true);
+    } else if (n_sel * stride <= kActBytes) {
+      wait_all_slots(c, in);
       c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, 1022), p.moe_act, I, nullptr, n_sel, 0, I, stride);
       claim_loop_warps(c, in, act_base, stride);
     } else {
+      wait_all_slots(c, in);
       claim_loop_cta(c, in);
     }
   }
   consumer_sync();
-  if (c.tid() == 0 && !c.drain) {
+  if (c.tid() == 0 && !c.drain && !(!gu && p.down_slot_wait && c.s.claim_fail)) {
     release_fence();
     const int n = gu ? c.s.claim_slots : 1;
     for (int i = 0; i < n; ++i)
