@@ -482,11 +482,12 @@ __device__ __forceinline__ int member_row(const Ctx& c, int tile, int tpe, bool 
 // a slot has at most one member per token row.
 constexpr int kSlotRows = 2;
 
-// slot_wait (down loops of Params::down_slot_wait): no up-front wait and
+// slot_wait (Params::down_slot_wait): a down loop does no up-front wait and
 // staging; the owner warp of a tile waits for its expert slot's gate/up
 // tiles and stages the slot's member rows into its own rows of the
 // activation buffer (warp w: rows [w x kSlotRows, (w + 1) x kSlotRows) at
-// `stride`) when its slot changes.
+// `stride`) when its slot changes. A gate/up loop signals each tile as it
+// ends (a slot completes while the loops still run) instead of tallying.
 __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, uint32_t act_base, int stride,
                                                  bool slot_wait = false) {
   const Params& p = c.p;
@@ -513,7 +514,7 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
     // would sit in registers through the ring waits, code at the register
     // ceiling).
     uint32_t b_lane = act_base + member_row(c, tile, tpe, gu, n_src) * stride + ((lane >> 3) & 1) * 16;
-    if (slot_wait && mine && !c.drain) {
+    if (slot_wait && !gu && mine && !c.drain) {
       const int slot = clamp_sel(tile / tpe);
       const int off = clamp_sel(cp.offset[slot]), cnt = min(cp.count[slot], kSlotRows);
       const uint32_t rows0 = act_base + uint32_t(w * kSlotRows * stride);
@@ -575,7 +576,14 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
         }
       }
     }
-    if (lane == 0) atomicAdd(&c.s.claim_tally[gu ? slot : 0], 1);
+    if (gu && slot_wait) {
+      // The down loops wait per slot: each gate/up tile is signalled on its
+      // own (the warp's stores, then one release), not with the loop's tally.
+      __syncwarp();
+      if (lane == 0) red_release_add(p.counters + in.signal[0] + uint32_t(slot), 1u);
+    } else if (lane == 0) {
+      atomicAdd(&c.s.claim_tally[gu ? slot : 0], 1);
+    }
   }
 }
 
@@ -626,7 +634,7 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
     const bool staged = c.act == tag;
     load_claim_plan(c, in.layer, staged);
     if (!staged) c.stage_act(tag, p.h, d.hidden, nullptr, p.rows, 0, d.hidden);
-    claim_loop_warps(c, in, act_base, kActStride);
+    claim_loop_warps(c, in, act_base, kActStride, p.down_slot_wait && p.rows <= kSlotRows);
   } else {
     load_claim_plan(c, in.layer);
     // One warp per tile when every selection's moe_act row fits the
