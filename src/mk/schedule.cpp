@@ -52,17 +52,23 @@ class Placer {
     have_phase_ = true;
   }
 
+  // The SMs that take everything but the serial head (ScheduleOptions::head_sms).
+  int work_sms() const { return opt_.n_sm - opt_.head_sms; }
+  static bool head_op(Opcode op) { return op == Opcode::kNorm || op == Opcode::kFinalNorm || op == Opcode::kRoute; }
+
   // Places `in` (cost in ns) and returns its SM.
   int place(Instruction in, double cost_ns) {
     if (opt_.barrier_between_phases && have_phase_) in.signal[1] = phase_counter_;
     double r = 0;
     for (const Wait& w : in.wait)
       if (w.counter != kNoCounter && w.counter < ready_.size()) r = std::max(r, ready_[w.counter]);
-    int best = 0;
+    const bool head = opt_.head_sms > 0 && head_op(in.op);
+    const int lo = head ? work_sms() : 0, hi = opt_.head_sms > 0 && !head ? work_sms() : opt_.n_sm;
+    int best = lo;
     double best_t = 0;
-    for (int s = 0; s < opt_.n_sm; ++s) {
+    for (int s = lo; s < hi; ++s) {
       const double t = std::max(busy_[s], r) + cost_ns;
-      if (s == 0 || t < best_t) {
+      if (s == lo || t < best_t) {
         best = s;
         best_t = t;
       }
@@ -89,13 +95,14 @@ class Placer {
   // Water-filling estimate of dynamically claimed work: `bytes` spread over
   // the SMs free from `ready` on; returns when it is all done.
   double fill(double ready, double bytes) {
-    std::vector<double> a(opt_.n_sm);
-    for (int s = 0; s < opt_.n_sm; ++s) a[s] = std::max(busy_[s], ready);
+    const int n = work_sms();  // the claiming SMs
+    std::vector<double> a(n);
+    for (int s = 0; s < n; ++s) a[s] = std::max(busy_[s], ready);
     std::vector<double> sorted = a;
     std::sort(sorted.begin(), sorted.end());
     double t = sorted[0], left = bytes;
-    for (int i = 0; i < opt_.n_sm && left > 0; ++i) {
-      const double next = i + 1 < opt_.n_sm ? sorted[i + 1] : INFINITY;
+    for (int i = 0; i < n && left > 0; ++i) {
+      const double next = i + 1 < n ? sorted[i + 1] : INFINITY;
       const double cap = (next - t) * (i + 1) * bw_sm_;
       if (cap >= left) {
         t += left / ((i + 1) * bw_sm_);
@@ -105,7 +112,7 @@ class Placer {
         t = next;
       }
     }
-    for (int s = 0; s < opt_.n_sm; ++s)
+    for (int s = 0; s < n; ++s)
       if (a[s] < t) busy_[s] = t;
     return t;
   }
@@ -334,7 +341,7 @@ class Builder {
     if (gate_up) {
       p_.begin_phase(l, kPGu);
       gu_done_t_ = p_.fill(route_t + p_.overhead(), n_exp * 2.0 * d.moe_ffn * d.hidden * 2);
-      for (int s = 0; s < opt_.n_sm; ++s) {
+      for (int s = 0; s < p_.work_sms(); ++s) {
         Instruction in = make(Opcode::kExpertGateUp, l);
         in.claim.max_claims = s_->gu_claims;
         in.wait[0] = {ctr_.route(l), 1};
@@ -345,7 +352,7 @@ class Builder {
     if (down) {
       p_.begin_phase(l, kPDown);
       const double down_done = p_.fill(route_t + 2 * p_.overhead(), n_exp * double(d.hidden) * d.moe_ffn * 2);
-      for (int s = 0; s < opt_.n_sm; ++s) {
+      for (int s = 0; s < p_.work_sms(); ++s) {
         Instruction in = make(Opcode::kExpertDown, l);
         in.claim.max_claims = s_->down_claims;
         in.flags |= kFlagWait1PlusSlot;
@@ -483,6 +490,9 @@ Result<Schedule> build_schedule(const Dims& d, const std::vector<LayerInfo>& lay
                             std::to_string(kMaxRows));
   if (opt.context < 1) return invalid_argument("megakernel schedule: context must be positive");
   if (opt.n_sm < 1) return invalid_argument("megakernel schedule: n_sm must be positive");
+  if (opt.head_sms < 0 || opt.head_sms > opt.n_sm / 2)
+    return invalid_argument("megakernel schedule: head_sms " + std::to_string(opt.head_sms) + " outside 0.." +
+                            std::to_string(opt.n_sm / 2));
   if (opt.qkv_run < 1 || opt.qkv_run > 64 || opt.o_run < 1 || opt.o_run > 64)
     return invalid_argument("megakernel schedule: qkv_run and o_run must be in 1..64");
   if (static_cast<int>(layers.size()) != d.n_layers)
@@ -500,11 +510,11 @@ Result<Schedule> build_schedule(const Dims& d, const std::vector<LayerInfo>& lay
                                                              d.n_kv_heads, opt.n_sm, opt.attn_sm_percent)
                                           : s.splits_full;
   if (d.n_experts > 0) {
-    const int slots = max_expert_slots(d, opt.rows);
-    s.gu_claims = static_cast<int>(std::ceil(opt.claim_factor * slots * expert_gu_tiles(d) / opt.n_sm));
-    s.down_claims = static_cast<int>(std::ceil(opt.claim_factor * slots * expert_down_tiles(d) / opt.n_sm));
-    s.gu_claims = std::max(s.gu_claims, ceil_div(slots * expert_gu_tiles(d), opt.n_sm));
-    s.down_claims = std::max(s.down_claims, ceil_div(slots * expert_down_tiles(d), opt.n_sm));
+    const int slots = max_expert_slots(d, opt.rows), sms = opt.n_sm - opt.head_sms;  // claim instructions a layer
+    s.gu_claims = static_cast<int>(std::ceil(opt.claim_factor * slots * expert_gu_tiles(d) / sms));
+    s.down_claims = static_cast<int>(std::ceil(opt.claim_factor * slots * expert_down_tiles(d) / sms));
+    s.gu_claims = std::max(s.gu_claims, ceil_div(slots * expert_gu_tiles(d), sms));
+    s.down_claims = std::max(s.down_claims, ceil_div(slots * expert_down_tiles(d), sms));
   }
   Builder b(d, layers, opt, &s);
   b.build();

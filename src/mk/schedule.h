@@ -73,6 +73,11 @@ struct ScheduleOptions {
   // fewer splits leave SMs free for the expert claims sooner at small
   // batches, each split then streaming more stages (round 11 experiment).
   int attn_sm_percent = 100;
+  // SMs (the last ones) kept for the serial head: every kNorm, kFinalNorm
+  // and kRoute runs there and nothing else does (round 11 experiment: the
+  // head's code stays in their instruction caches, and a norm never queues
+  // behind its SM's claim loops). 0: none.
+  int head_sms = 0;
   // Cost model of the placement: HBM bytes per nanosecond of the whole
   // device, and the fixed latency of an instruction (wait, activation load,
   // signal) in nanoseconds.

@@ -316,6 +316,47 @@ TEST(MkSchedule, SplitsFollowTheContext) {
   EXPECT_EQ(c.splits_full, 8);  // 17 stages: at least two per split
 }
 
+TEST(MkSchedule, HeadSmsRunTheSerialHeadAndNothingElse) {
+  const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
+  for (int rows : {1, 3}) {
+    ScheduleOptions o;
+    o.rows = rows;
+    o.context = 8192;
+    o.n_sm = 132;
+    o.head_sms = 2;
+    auto s = build_schedule(make_dims(nmc, 64), make_layer_info(nmc), o);
+    ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+    EXPECT_TRUE(check_schedule(*s).is_ok());
+    int head_ops = 0, claims = 0;
+    for (int sm = 0; sm < o.n_sm; ++sm)
+      for (const Instruction& in : s->sm_list(sm)) {
+        const bool head = in.op == Opcode::kNorm || in.op == Opcode::kFinalNorm || in.op == Opcode::kRoute;
+        if (sm >= 130) {
+          EXPECT_TRUE(head || in.op == Opcode::kLmHead) << "SM " << sm << ": " << describe(in);
+        } else {
+          EXPECT_FALSE(head) << "SM " << sm << ": " << describe(in);
+        }
+        head_ops += head;
+        claims += in.op == Opcode::kExpertGateUp || in.op == Opcode::kExpertDown;
+      }
+    const auto info = make_layer_info(nmc);
+    int moe = 0;
+    for (const auto& li : info) moe += li.moe;
+    const int L = static_cast<int>(info.size());
+    EXPECT_EQ(head_ops, L * rows + rows + moe);  // a norm per row and layer, the final norms, a route per MoE layer
+    EXPECT_EQ(claims, 2 * 130 * moe);            // the claim loops on the other 130 SMs only
+    for (uint64_t seed : {1u, 2u, 3u}) {  // every interleaving the machine tries completes
+      MachineStats stats;
+      Status st = run_machine(*s, fake_ops(*s, seed), {seed}, &stats);
+      EXPECT_TRUE(st.is_ok()) << st.to_string();
+    }
+  }
+  ScheduleOptions bad;
+  bad.n_sm = 4;
+  bad.head_sms = 3;
+  EXPECT_FALSE(build_schedule(make_dims(nmc, 64), make_layer_info(nmc), bad).is_ok());
+}
+
 TEST(MkSchedule, AttentionSmPercentScalesTheSplits) {
   const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
   ScheduleOptions o;
@@ -332,6 +373,7 @@ TEST(MkSchedule, AttentionSmPercentScalesTheSplits) {
   for (const Instruction& in : s->instrs)
     if (in.op == Opcode::kAttention && in.layer == 2) ++splits;
   EXPECT_EQ(splits, 4 * 17);
+  ASSERT_TRUE(run_machine(*s, fake_ops(*s, 5), {5}).is_ok());
   o.attn_sm_percent = 400;  // more splits than SMs, still at least two stages each
   s = build_schedule(make_dims(nmc, 64), make_layer_info(nmc), o);
   ASSERT_TRUE(s.is_ok());
