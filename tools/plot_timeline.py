@@ -136,7 +136,11 @@ def summary(src, layers=None):
         print(f"{op:16} {len(v):6d} {fmt(span):>9} {fmt(wait):>7} {fmt(to_data):>8} {fmt(rest):>7} {fmt(lead):>7} "
               f"{'-' if tiles is None else tiles:>6} {fmt(per):>9} {fmt(stall):>7} {fmt(signal):>7}")
     phases(ins)
-    head_chain(load(src)["instructions"] if layers else ins)
+    if layers:  # the chain of a layer needs the previous layer's down tiles
+        lo, hi = (int(x) for x in layers.split("-"))
+        head_chain(load(src)["instructions"], lo, hi)
+    else:
+        head_chain(ins)
 
 
 def phases(ins):
@@ -167,13 +171,15 @@ def phases(ins):
         occupancy(v, t0)
 
 
-def head_chain(ins):
+def head_chain(ins, lo=None, hi=None):
     """The serial head of each MoE layer measured from the previous layer's
     last expert down tile (us): its norm's end, the router tiles' last end,
     the route's ready and end, the gate/up loops' first claim and first data,
     and the MoE phase from that first claim to the layer's last down tile."""
     rows = []
     for layer in sorted({i["layer"] for i in ins}):
+        if lo is not None and not lo <= layer <= hi:
+            continue
         prev = [i for i in ins if i["layer"] == layer - 1 and i["op"] == "expert_down"]
         gu = [i for i in ins if i["layer"] == layer and i["op"] == "expert_gate_up"]
         down = [i for i in ins if i["layer"] == layer and i["op"] == "expert_down"]
