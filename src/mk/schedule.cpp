@@ -63,7 +63,9 @@ class Placer {
     for (const Wait& w : in.wait)
       if (w.counter != kNoCounter && w.counter < ready_.size()) r = std::max(r, ready_[w.counter]);
     const bool head = opt_.head_sms > 0 && head_op(in.op);
-    const int lo = head ? work_sms() : 0, hi = opt_.head_sms > 0 && !head ? work_sms() : opt_.n_sm;
+    int lo = head ? work_sms() : 0;
+    const int hi = opt_.head_sms > 0 && !head ? work_sms() : opt_.n_sm;
+    if (in.op == Opcode::kOProj && opt_.oproj_sms > 0) lo = std::max(0, work_sms() - opt_.oproj_sms);
     int best = lo;
     double best_t = 0;
     for (int s = lo; s < hi; ++s) {
@@ -493,6 +495,7 @@ Result<Schedule> build_schedule(const Dims& d, const std::vector<LayerInfo>& lay
   if (opt.head_sms < 0 || opt.head_sms > opt.n_sm / 2)
     return invalid_argument("megakernel schedule: head_sms " + std::to_string(opt.head_sms) + " outside 0.." +
                             std::to_string(opt.n_sm / 2));
+  if (opt.oproj_sms < 0) return invalid_argument("megakernel schedule: oproj_sms must not be negative");
   if (opt.qkv_run < 1 || opt.qkv_run > 64 || opt.o_run < 1 || opt.o_run > 64)
     return invalid_argument("megakernel schedule: qkv_run and o_run must be in 1..64");
   if (static_cast<int>(layers.size()) != d.n_layers)

@@ -78,6 +78,11 @@ struct ScheduleOptions {
   // head's code stays in their instruction caches, and a norm never queues
   // behind its SM's claim loops). 0: none.
   int head_sms = 0;
+  // O-projection tiles only on this many SMs (the last ones before the head
+  // SMs), so the others go from their gate/up loop straight to their down
+  // loop (round 11 experiment: at bs 1 the O-projection between the loops
+  // costs every SM ~3 us of claim-to-data latency). 0: any SM.
+  int oproj_sms = 0;
   // Cost model of the placement: HBM bytes per nanosecond of the whole
   // device, and the fixed latency of an instruction (wait, activation load,
   // signal) in nanoseconds.

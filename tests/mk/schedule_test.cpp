@@ -357,6 +357,31 @@ TEST(MkSchedule, HeadSmsRunTheSerialHeadAndNothingElse) {
   EXPECT_FALSE(build_schedule(make_dims(nmc, 64), make_layer_info(nmc), bad).is_ok());
 }
 
+TEST(MkSchedule, OprojSmsKeepTheOProjectionOnTheLastSms) {
+  const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
+  for (int head : {0, 1}) {
+    ScheduleOptions o;
+    o.rows = 1;
+    o.context = 8192;
+    o.n_sm = 132;
+    o.head_sms = head;
+    o.oproj_sms = 32;
+    auto s = build_schedule(make_dims(nmc, 64), make_layer_info(nmc), o);
+    ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+    EXPECT_TRUE(check_schedule(*s).is_ok());
+    const int lo = 132 - head - 32, hi = 132 - head;
+    int o_tiles = 0;
+    for (int sm = 0; sm < o.n_sm; ++sm)
+      for (const Instruction& in : s->sm_list(sm))
+        if (in.op == Opcode::kOProj) {
+          EXPECT_TRUE(sm >= lo && sm < hi) << "SM " << sm << ": " << describe(in);
+          o_tiles += in.gemv.n_tiles;
+        }
+    EXPECT_GT(o_tiles, 0);
+    ASSERT_TRUE(run_machine(*s, fake_ops(*s, 7), {7}).is_ok());
+  }
+}
+
 TEST(MkSchedule, AttentionSmPercentScalesTheSplits) {
   const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
   ScheduleOptions o;
