@@ -8,10 +8,13 @@
 #pragma once
 
 #include "gpu/mk/smem.cuh"
+#include "gpu/ops/moe_route.cuh"
 
 namespace ms::gpu::mk {
 
 using ::ms::mk::Opcode;
+static_assert(kRouteScratch == kRouteMaxK && kRouteMaxExperts == 32 * kRouteMaxPerLane,
+              "local_route's limits are route_token's");
 
 // Which global row stage row m (0..15) of a tile holds, or -1.
 struct RowMap {
@@ -245,8 +248,13 @@ class Loader {
   __device__ void claims(const Instruction& in, const LayerPtrs& L) {
     const Dims& d = p_.dims;
     const bool gu = in.op == Opcode::kExpertGateUp;
+    const bool local = local_route(p_, in);
     int ok = 1;
-    if (lane_ == 0) ok = wait_counter(p_, in.wait[0].counter, in.wait[0].target, at_, 1) ? 1 : 0;
+    if (lane_ == 0)
+      ok = (local ? wait_counter(p_, p_.ctr.router(in.layer), ::ms::mk::router_tiles(d), at_, 1)
+                  : wait_counter(p_, in.wait[0].counter, in.wait[0].target, at_, 1))
+               ? 1
+               : 0;
     ok_ = __shfl_sync(0xffffffffu, ok, 0) != 0;
     if (!ok_) return;
     // The layer's queue size (kept per layer: the shared plan is rewritten
@@ -257,7 +265,29 @@ class Loader {
     // the reads after the gate, gate/up's first data came ~0.5 us later at
     // bs 1). Entries past the queue's size are never read.
     int n_active = 0;
-    {
+    if (local) {
+      // The layer's routing of the one row, as kRoute computes it: top-k by
+      // route_token, the routed experts ascending (distinct within a row),
+      // one member each. Published to the consumers once written.
+      __syncwarp();
+      route_token(p_.router_logits, 0, d.n_experts, d.top_k, d.router_sigmoid, d.softmax_over_topk, d.norm_topk_prob,
+                  s_.lr_ids, s_.lr_w, s_.lr_val, s_.lr_id);
+      __syncwarp();
+      const int K = d.top_k;
+      if (int(lane_) < K) {
+        const int id = s_.lr_ids[lane_];
+        int rank = 0;
+        for (int j = 0; j < K; ++j) rank += s_.lr_ids[j] < id;
+        s_.lr_member[rank] = int(lane_);
+        s_.loader_expert[rank] = id;
+      }
+      __syncwarp();
+      if (lane_ == 0) {
+        __threadfence_block();
+        *reinterpret_cast<volatile int32_t*>(&s_.lr_layer) = int32_t(in.layer) + 1;
+      }
+      n_active = K;
+    } else {
       constexpr int kPer = (kMaxSelections + 31) / 32;
       const int n_list = min(d.n_experts, kMaxSelections);
       const int na_raw = lane_ == 0 ? int(__ldcg(p_.counters + p_.ctr.n_active(in.layer))) : 0;

@@ -137,6 +137,11 @@ struct Params {
   // expert slot's gate/up tiles (1) instead of the loop waiting for every
   // slot before its first tile (0).
   int32_t down_slot_wait = 0;
+  // Round 11 experiment: at batch 1 each SM's loader routes the layer itself
+  // for its gate/up loop (waits for the router tiles, runs route_token, sorts
+  // the experts) and hands the plan to its consumers, who then skip the wait
+  // for kRoute (1); kRoute still writes the global plan for the down loops.
+  int32_t local_route = 0;
   // kRoute at batch 1 writes the plan from the sorted top-k alone (1) or
   // by the general counts / compaction / member ranks (0).
   int32_t route_fast = 0;

@@ -41,6 +41,8 @@ constexpr int kActBytes = kMaxRows * kActStride;
 static_assert(kActStride >= kStageCols * 4 + 16);
 constexpr int kScratchBytes = 17408;  // reductions, attention q prep and merge
 using ::ms::mk::kMaxSelections;
+constexpr int kRouteScratch = 32;      // top-k of one row at most (gpu/ops/moe_route.cuh's kRouteMaxK)
+constexpr int kRouteMaxExperts = 256;  // route_token's experts at most
 
 // The claim loops' copy of the layer's routing plan (kRoute's moe_plan_view:
 // per routed-expert slot its members' offset and count, the members'
@@ -78,7 +80,25 @@ struct Smem {
   // entry 0), signalled together when the loop ends.
   int32_t claim_tally[kMaxSelections];
   int32_t loader_expert[kMaxSelections];  // the loader's claim loop: slot -> expert of the layer's plan
+  // Params::local_route (batch 1): the loader's own routing of the layer for
+  // its gate/up loop, handed to the consumers (published by lr_layer =
+  // layer + 1): route_token's scratch and outputs, and slot -> selection.
+  float lr_val[kRouteScratch];
+  int32_t lr_id[kRouteScratch];
+  int32_t lr_ids[kRouteScratch];
+  float lr_w[kRouteScratch];
+  int32_t lr_member[kRouteScratch];
+  int32_t lr_layer;
 };
+// Params::local_route: this SM's gate/up loop routes the layer itself (one
+// row: the loader warp runs route_token on the router's logits and sorts the
+// routed experts, the plan kRoute builds for one row, into Smem::lr_*) and
+// its consumers take that plan instead of waiting for kRoute.
+__device__ __forceinline__ bool local_route(const Params& p, const ::ms::mk::Instruction& in) {
+  return p.local_route && p.rows == 1 && in.op == ::ms::mk::Opcode::kExpertGateUp &&
+         p.dims.top_k <= kRouteScratch && p.dims.n_experts <= kRouteMaxExperts;
+}
+
 // Dynamic shared memory requested: the struct plus room to align it to 1024.
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;
 static_assert(kSmemBytes <= 232448, "the sm_90 opt-in shared memory limit per block");

@@ -383,6 +383,39 @@ __device__ __forceinline__ void load_claim_plan(Ctx& c, int layer, bool sync = t
 
 __device__ __forceinline__ int clamp_sel(int i) { return min(max(i, 0), kMaxSelections - 1); }
 
+// Params::local_route: the gate/up loop's plan from this SM's loader (one
+// row: slot i is the i-th routed expert ascending, its one member the
+// selection lr_member[i]) once it published the layer; false: the step is
+// being given up. Ends with the barrier that publishes the plan.
+__device__ __forceinline__ bool local_claim_plan(Ctx& c, int layer) {
+  const Params& p = c.p;
+  const int K = p.dims.top_k;
+  int ok = 1;
+  if (c.tid() == 0) {
+    const volatile int32_t* flag = &c.s.lr_layer;
+    for (uint32_t it = 0; *flag != layer + 1; ++it)
+      if ((it & 1023) == 1023 && (c.drain || aborted(p))) {
+        ok = 0;
+        break;
+      }
+    __threadfence_block();
+    c.s.claim_slots = K;
+  }
+  ClaimPlan& cp = claim_plan(c.s);
+  if (!c.broadcast(ok)) {
+    c.drain = true;
+    return false;
+  }
+  for (int i = c.tid(); i < K; i += kConsumerThreads) {
+    cp.offset[i] = i;
+    cp.count[i] = 1;
+    cp.member[i] = c.s.lr_member[i];
+    cp.weight[i] = c.s.lr_w[i];
+  }
+  consumer_sync();
+  return true;
+}
+
 // The member rows of a claimed down tile's expert slot (thread 0, before
 // the barrier that publishes the tile; claim_loop_cta): rows[n] the
 // selection id of member n, rows[kMaxRows + 1 / + 2] the tile's expert slot
@@ -623,7 +656,8 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
   const Params& p = c.p;
   const Dims& d = p.dims;
   const bool gu = in.op == Opcode::kExpertGateUp;
-  c.wait(in.wait[0].counter, in.wait[0].target);  // the routing plan is visible
+  const bool local = local_route(p, in);
+  if (!local) c.wait(in.wait[0].counter, in.wait[0].target);  // the routing plan is visible
   for (int i = c.tid(); i < kMaxSelections; i += kConsumerThreads) c.s.claim_tally[i] = 0;
   const uint32_t act_base = static_cast<uint32_t>(__cvta_generic_to_shared(c.s.act));
   if (gu) {
@@ -632,7 +666,10 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
     // and one barrier publishes both.
     const ActTag tag = act_tag(kActH, in.layer, d.parallel_block ? 0 : 1, 0, d.hidden, 0);
     const bool staged = c.act == tag;
-    load_claim_plan(c, in.layer, staged);
+    if (local)
+      local_claim_plan(c, in.layer);  // its own barrier
+    else
+      load_claim_plan(c, in.layer, staged);
     if (!staged) c.stage_act(tag, p.h, d.hidden, nullptr, p.rows, 0, d.hidden);
     claim_loop_warps(c, in, act_base, kActStride, p.down_slot_wait && p.rows <= kSlotRows);
   } else {
