@@ -268,7 +268,11 @@ class Loader {
     if (local) {
       // The layer's routing of the one row, as kRoute computes it: top-k by
       // route_token, the routed experts ascending (distinct within a row),
-      // one member each. Published to the consumers once written.
+      // one member each. Published to the consumers once written. The
+      // logits are read microseconds after the router tiles land; the next
+      // layer's router overwrites them only after this layer's whole MoE
+      // (the same assumption as the global plan's read below, which the next
+      // layer's kRoute rewrites).
       __syncwarp();
       route_token(p_.router_logits, 0, d.n_experts, d.top_k, d.router_sigmoid, d.softmax_over_topk, d.norm_topk_prob,
                   s_.lr_ids, s_.lr_w, s_.lr_val, s_.lr_id);
