@@ -879,6 +879,10 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   EXPECT_EQ(sched->qkv_run, 2);
   EXPECT_EQ(sched->costs, 0);
   EXPECT_EQ(mk_tuning_name(*sched), "qkv_run=2,o_run=1,costs=0");
+  auto sig = parse_mk_tuning("async_signal=1,local_route=1");
+  ASSERT_TRUE(sig.is_ok()) << sig.status().to_string();
+  EXPECT_EQ(sig->async_signal, 1);
+  EXPECT_EQ(mk_tuning_name(*sig), "local_route=1,async_signal=1");
   auto over = parse_mk_tuning("down_batch=8", *full);
   ASSERT_TRUE(over.is_ok());
   EXPECT_EQ(over->down_batch, 8);
@@ -892,6 +896,7 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
            {"o_run=0", "o_run wants an integer in 1..64"},
            {"costs=2", "costs wants an integer in 0..1"},
            {"down_gate=-2", "down_gate"},
+           {"async_signal=2", "async_signal wants an integer in 0..1"},
            {"route_fused=1", "'route_fused=1'"},
            {"gu_batch=2x", "'2x'"},
            {"gu_batch", "'gu_batch'"}}) {

@@ -4,7 +4,10 @@
 //              compute it from the stage ring and the activation buffers,
 //              write its outputs and signal its counters;
 //   warp 8     loader: streams every instruction's weights / K-V pages into
-//              the ring ahead of the consumers (loader.cuh).
+//              the ring ahead of the consumers (loader.cuh);
+//   warp 9     signals (Params::async_signal; else it exits at once): releases
+//              the counters of the instructions the consumers posted, while
+//              they go on to the next one.
 // No grid-wide barrier: instructions wait only on their own producers
 // (counters), and a zeroing pass is replaced by two counter banks (the CTAs
 // zero the other bank while they run). A wait that exceeds the watchdog
@@ -51,6 +54,47 @@ __device__ __forceinline__ bool execute(Ctx& c, const Instruction& in) {
   return false;
 }
 
+// Params::async_signal, consumer thread 0: the next entry of the signal
+// ring (after the consumers' barrier that orders their stores). A wait for a
+// free entry that is abandoned drops it: the step is being given up.
+__device__ __forceinline__ void post_entry(const Params& p, Smem& s, InstrSite at, uint32_t a, uint32_t b) {
+  const uint32_t q = s.sig_pos;
+  const int slot = static_cast<int>(q % kSigSlots);
+  if (!wait_stage(p, &s.sig_empty[slot], ((q / kSigSlots) & 1u) ^ 1u, at, 0)) return;
+  s.sig[slot] = SigEntry{{a, b}, {1u, 1u}};
+  mbar_arrive(&s.sig_full[slot]);  // release (CTA): the entry and, through the barrier, the consumers' stores
+  s.sig_pos = q + 1;
+}
+// An instruction's counter signals (every consumer thread calls it).
+__device__ __forceinline__ void post_signals(Ctx& c, uint32_t a, uint32_t b) {
+  consumer_sync();
+  if (c.tid() == 0 && (a != ::ms::mk::kNoCounter || b != ::ms::mk::kNoCounter)) post_entry(c.p, c.s, c.at, a, b);
+}
+
+// The signal warp (lane 0): takes every posted entry, one release fence for
+// all of them (cumulative: it orders the stores the consumers' barrier and
+// arrive made visible to this thread), then the adds, then frees them. Ends
+// on the consumers' exit entry, or when the step is abandoned (the
+// consumers' posts then stop waiting for free entries too).
+__device__ __forceinline__ void signal_main(const Params& p, Smem& s) {
+  if (!p.async_signal || (threadIdx.x & 31) != 0) return;
+  for (uint32_t q = 0;;) {
+    for (uint32_t it = 0; !mbar_try_wait(&s.sig_full[q % kSigSlots], (q / kSigSlots) & 1u);)
+      if ((++it & 255) == 0 && aborted(p)) return;
+    uint32_t n = 1;
+    while (n < kSigSlots && mbar_try_wait(&s.sig_full[(q + n) % kSigSlots], ((q + n) / kSigSlots) & 1u)) ++n;
+    release_fence();
+    for (uint32_t k = 0; k < n; ++k) {
+      const SigEntry e = s.sig[(q + k) % kSigSlots];
+      if (e.counter[0] == kSigExit) return;  // the consumers' last entry
+      for (int i = 0; i < 2; ++i)
+        if (e.counter[i] != ::ms::mk::kNoCounter) red_relaxed_add(p.counters + e.counter[i], e.add[i]);
+      mbar_arrive(&s.sig_empty[(q + k) % kSigSlots]);
+    }
+    q += n;
+  }
+}
+
 __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
   Ctx c(p, s);
   const uint32_t b = p.sm_begin[blockIdx.x], e = p.sm_begin[blockIdx.x + 1];
@@ -80,8 +124,14 @@ __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
     const uint64_t t_pre = (p.timeline && c.tid() == 0) ? global_timer() : 0;
     // Instruction-level signals (claims signal their tallies; their signal[1] is
     // the barrier ablation's phase counter).
-    signal_counter(p, claims || c.drain ? ::ms::mk::kNoCounter : in.signal[0]);
-    if (in.signal[1] != ::ms::mk::kNoCounter && c.tid() == 0 && !c.drain) red_release_add(p.counters + in.signal[1], 1u);
+    const uint32_t sig0 = claims || c.drain ? ::ms::mk::kNoCounter : in.signal[0];
+    const uint32_t sig1 = c.drain ? ::ms::mk::kNoCounter : in.signal[1];
+    if (p.async_signal) {
+      post_signals(c, sig0, sig1);
+    } else {
+      signal_counter(p, sig0);
+      if (sig1 != ::ms::mk::kNoCounter && c.tid() == 0) red_release_add(p.counters + sig1, 1u);
+    }
     if (p.timeline && c.tid() == 0) {
       TimelineEntry& t = p.timeline[i];
       t.start = t_start;
@@ -97,6 +147,7 @@ __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
       t.presignal = uint32_t(t_pre - t_start);
     }
   }
+  if (p.async_signal && c.tid() == 0) post_entry(p, s, c.at, kSigExit, ::ms::mk::kNoCounter);
 }
 
 __global__ void __launch_bounds__(kThreads, 1) megakernel(const __grid_constant__ Params p,
@@ -109,6 +160,11 @@ __global__ void __launch_bounds__(kThreads, 1) megakernel(const __grid_constant_
       mbar_init(&s.full[i], 1);
       mbar_init(&s.empty[i], kConsumerWarps);
     }
+    for (int i = 0; i < kSigSlots; ++i) {
+      mbar_init(&s.sig_full[i], 1);
+      mbar_init(&s.sig_empty[i], 1);
+    }
+    s.sig_pos = 0;
     mbar_fence_init();
   }
   // This step's CTAs zero the other counter bank (the previous step used it,
@@ -118,6 +174,8 @@ __global__ void __launch_bounds__(kThreads, 1) megakernel(const __grid_constant_
   if (threadIdx.x / 32 == kLoaderWarp) {
     Loader ld(p, &kv_map, s);
     ld.run();
+  } else if (threadIdx.x / 32 == kSignalWarp) {
+    signal_main(p, s);
   } else {
     consumer_main(p, s);
   }

@@ -142,6 +142,10 @@ struct Params {
   // the experts) and hands the plan to its consumers, who then skip the wait
   // for kRoute (1); kRoute still writes the global plan for the down loops.
   int32_t local_route = 0;
+  // Round 11 experiment: each instruction's counter signals are posted to
+  // the signal warp (1), which releases them while the consumers go on,
+  // instead of thread 0 releasing them before the next instruction (0).
+  int32_t async_signal = 0;
   // kRoute at batch 1 writes the plan from the sorted top-k alone (1) or
   // by the general counts / compaction / member ranks (0).
   int32_t route_fast = 0;

@@ -65,6 +65,19 @@ struct StageHeader {
   int32_t pad;
 };
 
+// Params::async_signal: the consumers' thread 0 posts an instruction's
+// counter signals into a ring of kSigSlots entries (sig_full completes when
+// one is written, sig_empty when the signal warp has released it); the
+// signal warp fences once for every entry it has taken (release is
+// cumulative: the consumers' barrier and the arrive order their stores
+// before it) and adds. A counter kSigExit ends the signal warp.
+constexpr int kSigSlots = 8;
+constexpr uint32_t kSigExit = 0xfffffffeu;
+struct SigEntry {
+  uint32_t counter[2];  // kNoCounter: none
+  uint32_t add[2];
+};
+
 struct Smem {
   unsigned char stage[kStages][kStageBytes];
   unsigned char act[kActBytes];
@@ -89,6 +102,10 @@ struct Smem {
   float lr_w[kRouteScratch];
   int32_t lr_member[kRouteScratch];
   int32_t lr_layer;
+  SigEntry sig[kSigSlots];
+  uint64_t sig_full[kSigSlots];
+  uint64_t sig_empty[kSigSlots];
+  uint32_t sig_pos;  // consumer thread 0's next entry (in shared memory: no register held across the list)
 };
 // Params::local_route: this SM's gate/up loop routes the layer itself (one
 // row: the loader warp runs route_token on the router's logits and sorts the

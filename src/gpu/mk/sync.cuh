@@ -16,8 +16,13 @@ namespace ms::gpu::mk {
 
 constexpr int kConsumerWarps = 8;
 constexpr int kConsumerThreads = kConsumerWarps * 32;
-constexpr int kThreads = kConsumerThreads + 32;  // + the loader warp
 constexpr int kLoaderWarp = kConsumerWarps;
+// Params::async_signal: the counter releases of the consumers' instructions
+// go to this warp (a fence + an add of ~0.5-0.9 us at bs 1 that thread 0
+// otherwise waits out before the next instruction). 10 warps, like 9, are
+// at most 3 a sub-partition: the same 168 registers a thread.
+constexpr int kSignalWarp = kConsumerWarps + 1;
+constexpr int kThreads = kConsumerThreads + 64;  // + the loader and the signal warp
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
