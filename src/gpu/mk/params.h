@@ -146,6 +146,9 @@ struct Params {
   // the signal warp (1), which releases them while the consumers go on,
   // instead of thread 0 releasing them before the next instruction (0).
   int32_t async_signal = 0;
+  // Round 11 experiment: a gemv instruction of several tiles runs one warp
+  // per tile (1) instead of the CTA on each tile in turn (0).
+  int32_t gemv_warps = 0;
   // kRoute at batch 1 writes the plan from the sorted top-k alone (1) or
   // by the general counts / compaction / member ranks (0).
   int32_t route_fast = 0;

@@ -129,86 +129,6 @@ __device__ __forceinline__ float tile_sum(const Ctx& c, int buf, int m, int n) {
 
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
-// kQkv, kOProj, kDenseGateUp, kDenseDown, kLmHead.
-__device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
-  const Params& p = c.p;
-  const Dims& d = p.dims;
-  const int R = p.rows;
-  const bool last_layer_block = in.layer >= d.n_layers;
-  const LayerPtrs* L = last_layer_block ? nullptr : &p.layers[in.layer];
-  const bool second = !d.parallel_block;  // sequential blocks: the FFN reads the second norm's h
-  const auto& g = in.gemv;
-  for (int t = g.tile0; t < g.tile0 + g.n_tiles; ++t) {
-    const int buf = (t - g.tile0) & 1;
-    switch (in.op) {
-      case Opcode::kQkv: {
-        c.stage_act(act_tag(kActH, in.layer, 0, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
-        tile_mma(c, t, d.hidden, buf);
-        if (c.tid() < 128) {
-          const int m = c.tid() >> 3, n = c.tid() & 7, row = t * kTileRows + m;
-          if (n < R && row < d.qkv_width)
-            p.qkv[int64_t(n) * d.qkv_width + row] = tile_sum(c, buf, m, n) + (L->qkv_b ? L->qkv_b[row] : 0.f);
-        }
-        break;
-      }
-      case Opcode::kOProj: {
-        const int kw = d.group * d.head_dim, c0 = g.kslice * kw;
-        c.stage_act(act_tag(kActAttn, in.layer, 0, c0, kw, 0), p.attn_out + c0, d.q_width, nullptr, R, 0, kw);
-        tile_mma(c, t, kw, buf);
-        if (c.tid() < 128) {
-          const int m = c.tid() >> 3, n = c.tid() & 7, row = t * kTileRows + m;
-          if (n < R && row < d.hidden)
-            p.o_part[(int64_t(g.kslice) * R + n) * d.hidden + row] =
-                tile_sum(c, buf, m, n) + (g.kslice == 0 && L->o_b ? L->o_b[row] : 0.f);
-        }
-        break;
-      }
-      case Opcode::kDenseGateUp: {
-        const bool shared = in.flags & ::ms::mk::kFlagShared;
-        const int F = shared ? d.shared_ffn : d.dense_ffn;
-        uint16_t* act = shared ? p.shared_act : p.dense_act;
-        c.stage_act(act_tag(kActH, in.layer, second, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
-        tile_mma(c, t, d.hidden, buf);
-        if (c.tid() < 64) {
-          const int m = c.tid() >> 3, n = c.tid() & 7, col = t * ::ms::mk::kPairCols + m;
-          if (n < R && col < F) {
-            const float y = silu_mul(tile_sum(c, buf, m, n), tile_sum(c, buf, m + 8, n));
-            act[int64_t(n) * F + col] = __bfloat16_as_ushort(__float2bfloat16_rn(y));
-          }
-        }
-        break;
-      }
-      case Opcode::kDenseDown: {
-        const bool shared = in.flags & ::ms::mk::kFlagShared;
-        const int F = shared ? d.shared_ffn : d.dense_ffn;
-        const ::ms::mk::RowRange cols = ::ms::mk::down_slice_cols(F, g.kslice);
-        const int k = cols.end - cols.begin;
-        c.stage_act(act_tag(shared ? kActShared : kActDense, in.layer, 0, cols.begin, k, 0),
-                    (shared ? p.shared_act : p.dense_act) + cols.begin, F, nullptr, R, 0, k);
-        tile_mma(c, t, k, buf);
-        if (c.tid() < 128) {
-          const int m = c.tid() >> 3, n = c.tid() & 7, row = t * kTileRows + m;
-          float* part = shared ? p.shared_part : p.dense_part;
-          if (n < R && row < d.hidden) part[(int64_t(g.kslice) * R + n) * d.hidden + row] = tile_sum(c, buf, m, n);
-        }
-        break;
-      }
-      case Opcode::kLmHead: {
-        c.stage_act(act_tag(kActH, in.layer, 0, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
-        tile_mma(c, t, d.hidden, buf);
-        if (c.tid() < 128) {
-          const int m = c.tid() >> 3, n = c.tid() & 7, row = t * kTileRows + m;
-          if (n < R && row < d.vocab) p.logits[int64_t(n) * d.vocab + row] = tile_sum(c, buf, m, n) * d.logit_scale;
-        }
-        break;
-      }
-      default:
-        return false;
-    }
-  }
-  return true;
-}
-
 // The lane index read where it is used (volatile: not hoisted into a register
 // live across the whole kernel, which spilled it: the kernel is at its
 // 168-register ceiling).
@@ -283,6 +203,146 @@ __device__ __forceinline__ bool warp_tile(Ctx& c, int tile, int K, bool mine, ui
     c.release();
   }
   return ok;
+}
+
+// The activation rows instruction `in` (kQkv, kOProj, kDenseGateUp,
+// kDenseDown, kLmHead) reads, staged at column 0 of the activation buffer
+// (tagged: consecutive instructions over the same rows stage them once);
+// returns its k (columns), 0 for another opcode.
+__device__ __forceinline__ int gemv_input(Ctx& c, const Instruction& in) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  const int R = p.rows;
+  const bool second = !d.parallel_block;  // sequential blocks: the FFN reads the second norm's h
+  switch (in.op) {
+    case Opcode::kQkv:
+    case Opcode::kLmHead:
+      c.stage_act(act_tag(kActH, in.layer, 0, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
+      return d.hidden;
+    case Opcode::kOProj: {
+      const int kw = d.group * d.head_dim, c0 = in.gemv.kslice * kw;
+      c.stage_act(act_tag(kActAttn, in.layer, 0, c0, kw, 0), p.attn_out + c0, d.q_width, nullptr, R, 0, kw);
+      return kw;
+    }
+    case Opcode::kDenseGateUp:
+      c.stage_act(act_tag(kActH, in.layer, second, 0, d.hidden, 0), p.h, d.hidden, nullptr, R, 0, d.hidden);
+      return d.hidden;
+    case Opcode::kDenseDown: {
+      const bool shared = in.flags & ::ms::mk::kFlagShared;
+      const int F = shared ? d.shared_ffn : d.dense_ffn;
+      const ::ms::mk::RowRange cols = ::ms::mk::down_slice_cols(F, in.gemv.kslice);
+      const int k = cols.end - cols.begin;
+      c.stage_act(act_tag(shared ? kActShared : kActDense, in.layer, 0, cols.begin, k, 0),
+                  (shared ? p.shared_act : p.dense_act) + cols.begin, F, nullptr, R, 0, k);
+      return k;
+    }
+    default:
+      return 0;
+  }
+}
+
+// Output (m, n) of tile t of a plain gemv (kQkv, kOProj, kDenseDown,
+// kLmHead): weight row m (0..15) of the tile against token row n (< rows).
+__device__ __forceinline__ void gemv_store(const Ctx& c, const Instruction& in, int t, int m, int n, float v) {
+  const Params& p = c.p;
+  const Dims& d = p.dims;
+  const int R = p.rows, row = t * kTileRows + m;
+  const LayerPtrs* L = in.layer < d.n_layers ? &p.layers[in.layer] : nullptr;
+  switch (in.op) {
+    case Opcode::kQkv:
+      if (row < d.qkv_width) p.qkv[int64_t(n) * d.qkv_width + row] = v + (L->qkv_b ? L->qkv_b[row] : 0.f);
+      break;
+    case Opcode::kOProj:
+      if (row < d.hidden)
+        p.o_part[(int64_t(in.gemv.kslice) * R + n) * d.hidden + row] =
+            v + (in.gemv.kslice == 0 && L->o_b ? L->o_b[row] : 0.f);
+      break;
+    case Opcode::kDenseDown: {
+      float* part = (in.flags & ::ms::mk::kFlagShared) ? p.shared_part : p.dense_part;
+      if (row < d.hidden) part[(int64_t(in.gemv.kslice) * R + n) * d.hidden + row] = v;
+      break;
+    }
+    case Opcode::kLmHead:
+      if (row < d.vocab) p.logits[int64_t(n) * d.vocab + row] = v * d.logit_scale;
+      break;
+    default:
+      break;
+  }
+}
+// kDenseGateUp: intermediate column m (0..7) of pair tile t (weight rows m:
+// gate, m + 8: up) for token row n: silu(gate) x up, bf16.
+__device__ __forceinline__ void gemv_store_pair(const Ctx& c, const Instruction& in, int t, int m, int n, float gate,
+                                                float up) {
+  const Params& p = c.p;
+  const bool shared = in.flags & ::ms::mk::kFlagShared;
+  const int F = shared ? p.dims.shared_ffn : p.dims.dense_ffn, col = t * ::ms::mk::kPairCols + m;
+  if (col < F)
+    (shared ? p.shared_act : p.dense_act)[int64_t(n) * F + col] =
+        __bfloat16_as_ushort(__float2bfloat16_rn(silu_mul(gate, up)));
+}
+
+// Params::gemv_warps, an instruction of several tiles: one warp per tile
+// (tile k of the instruction is warp k % 8's, which runs all of its k-steps
+// and writes its outputs from its own accumulators; the other warps pass its
+// ring positions), as the claim loops do, instead of the CTA on each tile
+// in turn. At bs 1 a QKV tile whose weights are already in the ring takes
+// ~2.7 us from its wait to its end on the CTA (0.45 to its first position,
+// 1.25 of k-steps, partial sums and epilogue, 0.5-0.8 of signal): latency,
+// not bytes; one warp's k-steps of a whole tile are ~1.2 us, and the tiles
+// of an instruction run side by side.
+__device__ __forceinline__ bool gemv_warps(Ctx& c, const Instruction& in, int K) {
+  const int R = c.p.rows, lane = lane_id(), w = c.warp();
+  const uint32_t b_lane = smem_u32(c.s.act) + uint32_t(min(lane & 7, R - 1) * kActStride + ((lane >> 3) & 1) * 16);
+  float4* acc_slot = reinterpret_cast<float4*>(c.s.scratch) + w * 32 + lane;
+  const bool pair = in.op == Opcode::kDenseGateUp;
+  for (int k = 0; k < in.gemv.n_tiles; ++k) {
+    const int t = in.gemv.tile0 + k;
+    const bool mine = k % kConsumerWarps == w;
+    const bool ok = warp_tile(c, t, K, mine, b_lane, acc_slot);
+    if (!mine || !ok || c.drain) continue;
+    // Lane (g, q) holds rows g and g + 8 of token columns 2q and 2q + 1.
+    const float4 a = *acc_slot;
+    const int g = lane >> 2, n0 = 2 * (lane & 3);
+    if (pair) {
+      if (n0 < R) gemv_store_pair(c, in, t, g, n0, a.x, a.z);
+      if (n0 + 1 < R) gemv_store_pair(c, in, t, g, n0 + 1, a.y, a.w);
+    } else {
+      if (n0 < R) {
+        gemv_store(c, in, t, g, n0, a.x);
+        gemv_store(c, in, t, g + 8, n0, a.z);
+      }
+      if (n0 + 1 < R) {
+        gemv_store(c, in, t, g, n0 + 1, a.y);
+        gemv_store(c, in, t, g + 8, n0 + 1, a.w);
+      }
+    }
+  }
+  return true;
+}
+
+// kQkv, kOProj, kDenseGateUp, kDenseDown, kLmHead: the CTA on each tile in
+// turn (tile_mma: every warp takes every 8th k-step, partial sums through
+// shared memory), or one warp per tile (gemv_warps).
+__device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
+  const auto& g = in.gemv;
+  if (c.p.gemv_warps && g.n_tiles > 1) {
+    const int K = gemv_input(c, in);
+    return K > 0 && gemv_warps(c, in, K);
+  }
+  for (int t = g.tile0; t < g.tile0 + g.n_tiles; ++t) {
+    const int buf = (t - g.tile0) & 1;
+    const int K = gemv_input(c, in);  // staged once (tagged)
+    if (K == 0) return false;
+    tile_mma(c, t, K, buf);
+    const int m = c.tid() >> 3, n = c.tid() & 7;
+    if (in.op == Opcode::kDenseGateUp) {
+      if (c.tid() < 64 && n < c.p.rows)
+        gemv_store_pair(c, in, t, m, n, tile_sum(c, buf, m, n), tile_sum(c, buf, m + 8, n));
+    } else if (c.tid() < 128 && n < c.p.rows) {
+      gemv_store(c, in, t, m, n, tile_sum(c, buf, m, n));
+    }
+  }
+  return true;
 }
 
 // kRouter (16 experts x H, fp32 input) on the tensor cores: the tile's 16
