@@ -281,7 +281,8 @@ __device__ __forceinline__ void gemv_store_pair(const Ctx& c, const Instruction&
         __bfloat16_as_ushort(__float2bfloat16_rn(silu_mul(gate, up)));
 }
 
-// Params::gemv_warps, an instruction of several tiles: one warp per tile
+// Params::gemv_warps, a plain gemv instruction of several tiles (the
+// builder's runs: kQkv by qkv_run, kOProj by o_run, kLmHead): one warp per tile
 // (tile k of the instruction is warp k % 8's, which runs all of its k-steps
 // and writes its outputs from its own accumulators; the other warps pass its
 // ring positions), as the claim loops do, instead of the CTA on each tile
@@ -294,7 +295,6 @@ __device__ __forceinline__ bool gemv_warps(Ctx& c, const Instruction& in, int K)
   const int R = c.p.rows, lane = lane_id(), w = c.warp();
   const uint32_t b_lane = smem_u32(c.s.act) + uint32_t(min(lane & 7, R - 1) * kActStride + ((lane >> 3) & 1) * 16);
   float4* acc_slot = reinterpret_cast<float4*>(c.s.scratch) + w * 32 + lane;
-  const bool pair = in.op == Opcode::kDenseGateUp;
   for (int k = 0; k < in.gemv.n_tiles; ++k) {
     const int t = in.gemv.tile0 + k;
     const bool mine = k % kConsumerWarps == w;
@@ -303,18 +303,13 @@ __device__ __forceinline__ bool gemv_warps(Ctx& c, const Instruction& in, int K)
     // Lane (g, q) holds rows g and g + 8 of token columns 2q and 2q + 1.
     const float4 a = *acc_slot;
     const int g = lane >> 2, n0 = 2 * (lane & 3);
-    if (pair) {
-      if (n0 < R) gemv_store_pair(c, in, t, g, n0, a.x, a.z);
-      if (n0 + 1 < R) gemv_store_pair(c, in, t, g, n0 + 1, a.y, a.w);
-    } else {
-      if (n0 < R) {
-        gemv_store(c, in, t, g, n0, a.x);
-        gemv_store(c, in, t, g + 8, n0, a.z);
-      }
-      if (n0 + 1 < R) {
-        gemv_store(c, in, t, g, n0 + 1, a.y);
-        gemv_store(c, in, t, g + 8, n0 + 1, a.w);
-      }
+    if (n0 < R) {
+      gemv_store(c, in, t, g, n0, a.x);
+      gemv_store(c, in, t, g + 8, n0, a.z);
+    }
+    if (n0 + 1 < R) {
+      gemv_store(c, in, t, g, n0 + 1, a.y);
+      gemv_store(c, in, t, g + 8, n0 + 1, a.w);
     }
   }
   return true;
@@ -325,7 +320,7 @@ __device__ __forceinline__ bool gemv_warps(Ctx& c, const Instruction& in, int K)
 // shared memory), or one warp per tile (gemv_warps).
 __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
   const auto& g = in.gemv;
-  if (c.p.gemv_warps && g.n_tiles > 1) {
+  if (c.p.gemv_warps && g.n_tiles > 1 && in.op != Opcode::kDenseGateUp) {  // the builder's runs: QKV, O, LM head
     const int K = gemv_input(c, in);
     return K > 0 && gemv_warps(c, in, K);
   }
