@@ -32,6 +32,9 @@ constexpr int kQfragOffset = 0;      // scratch: (hd / 16 k-steps, hi / lo, 32 l
 constexpr int kFreshOffset = 8192;   // scratch: new key (hd bf16), new value (hd bf16), a zero row (hd bf16)
 constexpr int kStatOffset = 9216;    // scratch: m and l per (warp, row): 2 x 8 x 16 fp32
 // act: (G, hd) fp32 prepared q (normed, roped, log2-scaled); later the merge's (4, 16, hd) fp32
+// act + kRawOffset: (G + 2, hd) fp32, this step's q, k and v of the group as QKV wrote them
+constexpr int kRawOffset = 16 * 128 * 4;
+static_assert(kRawOffset + 18 * 128 * 4 <= kActBytes, "the raw q / k / v of G <= 16 heads at hd <= 128");
 
 // q of the group's heads and the new key / value: QK-norm, RoPE at the row's
 // position, q scaled into the log2 domain, K / V rounded to bf16 (and written
@@ -50,9 +53,23 @@ __device__ __forceinline__ void attention_prep(Ctx& c, const Instruction& in, in
   uint16_t* fresh = reinterpret_cast<uint16_t*>(c.s.scratch + kFreshOffset);
   constexpr int kPairs = HD / 2, kPerLane = (kPairs + 31) / 32;
   const float qscale = d.attn_scale * 1.4426950408889634f;  // log2(e)
-  for (int v = c.warp(); v < G + 2; v += kConsumerWarps) {
+  // The G + 2 vectors from L2 into shared memory first, every 16-byte piece
+  // in flight at once: with more vectors than warps (G + 2 = 10 at NMC's
+  // G = 8) the warps that prepare two vectors paid a second L2 round trip
+  // (~0.7-1 us under the weight stream) on the attention's critical path.
+  float* raw = reinterpret_cast<float*>(c.s.act + kRawOffset);
+  constexpr int kPieces = HD / 4;
+#pragma unroll 1
+  for (int e = c.tid(); e < (G + 2) * kPieces; e += kConsumerThreads) {
+    const int v = e / kPieces, q = e % kPieces;
     const float* src = p.qkv + int64_t(r) * d.qkv_width +
                        (v < G ? (g * G + v) * HD : d.q_width + (v == G ? 0 : d.kv_width) + g * HD);
+    cp_async_16(smem_u32(raw + v * HD + q * 4), src + q * 4);
+  }
+  cp_async_wait_all();
+  consumer_sync();
+  for (int v = c.warp(); v < G + 2; v += kConsumerWarps) {
+    const float* src = raw + v * HD;
     float x[kPerLane][2];
     int ia[kPerLane], ib[kPerLane];
 #pragma unroll
@@ -60,8 +77,8 @@ __device__ __forceinline__ void attention_prep(Ctx& c, const Instruction& in, in
       const int pi = c.lane() + 32 * j;
       ia[j] = d.rope_neox ? pi : 2 * pi;
       ib[j] = d.rope_neox ? pi + HD / 2 : 2 * pi + 1;
-      x[j][0] = pi < kPairs ? __ldcg(src + ia[j]) : 0.f;
-      x[j][1] = pi < kPairs ? __ldcg(src + ib[j]) : 0.f;
+      x[j][0] = pi < kPairs ? src[ia[j]] : 0.f;
+      x[j][1] = pi < kPairs ? src[ib[j]] : 0.f;
     }
     const bool is_v = v == G + 1;
     if (d.qk_norm && !is_v) {
