@@ -161,6 +161,10 @@ const std::vector<Mini>& minis() {
       {"nmc_context1k_random_kv", "cohere2_moe", 128, 256, 40, json::object(), 64, 12, 1000, kVmTol, 128, kRouterTol,
        true},
       {"nmc_layers49", "cohere2_moe", 64, 128, 40, nmc_layers(49), 64, 12, 1000, 3e-2, 512, 6e-2},
+      // One MoE layer (layer 1): every step's first MoE layer is also its
+      // last, so state a step leaves in shared memory for "layer 1" (round
+      // 11 review: local_route's flag) is what the next step finds.
+      {"nmc_layers2", "cohere2_moe", 64, 128, 40, nmc_layers(2), 16, 8},
       {"nmc_wide3", "cohere2_moe", 128, 2048, 4096,
        nmc_layers(3, json{{"num_attention_heads", 32}, {"num_key_value_heads", 4}, {"num_experts", 128},
                           {"num_experts_per_tok", 8}, {"intermediate_size", 768},
@@ -257,7 +261,13 @@ TEST_P(MkVsVm, RaggedDecodeMatchesTheInterpreter) {
   const int steps = steps_env ? std::max(1, std::atoi(steps_env)) : mini.steps;
   const int block = mini.block;
   const int per_row = (mini.start + steps + 3 * 8) / block + 2;  // blocks a row may use
-  for (int rows : {1, 3, 8}) {
+  // Under a tuning experiment also 2 rows (the batch <= 2 paths, e.g.
+  // down_slot_wait, which MkDemo alone would reach).
+  const char* exp_env = std::getenv("MEGASERVE_MK_EXPERIMENTS");
+  const bool experiment = exp_env && *exp_env && std::string(exp_env) != "default";
+  std::vector<int> row_counts = {1, 3, 8};
+  if (experiment) row_counts.insert(row_counts.begin() + 1, 2);
+  for (int rows : row_counts) {
     SCOPED_TRACE("rows " + std::to_string(rows));
     GpuBackendOptions go = mk_options(block, mini.start + 4096);
     go.kv_bytes = mini.kv_mib << 20;

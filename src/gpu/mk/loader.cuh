@@ -153,6 +153,27 @@ class Loader {
     }
   }
 
+  // Lane 0: until the consumers have acknowledged the last local plan
+  // published (Smem::lr_ack == lr_layer); false when the step is abandoned,
+  // or after twice the watchdog (reported).
+  __device__ bool wait_ack() {
+    const volatile int32_t* ack = &s_.lr_ack;
+    const int32_t want = *reinterpret_cast<const volatile int32_t*>(&s_.lr_layer);
+    const uint64_t t0 = global_timer();
+    for (uint32_t it = 0; *ack != want; ++it) {
+      __nanosleep(64);
+      if ((it & 63) == 63) {
+        if (aborted(p_)) return false;
+        if (p_.watchdog_ns && global_timer() - t0 > 2 * p_.watchdog_ns) {
+          report(p_, kErrStageTimeout, at_, 0xffffffffu, *ack, want, 1);
+          return false;
+        }
+      }
+    }
+    __threadfence_block();  // the consumers' reads of the old plan before the rewrite
+    return true;
+  }
+
   // Waits for a free stage (lane 0) and broadcasts whether the step goes on.
   __device__ bool acquire(int st) {
     int ok = 1;
@@ -266,6 +287,14 @@ class Loader {
     // bs 1). Entries past the queue's size are never read.
     int n_active = 0;
     if (local) {
+      // The consumers must have copied the previous local plan before it is
+      // rewritten (they ack it after their copy; with the claim gates off a
+      // loader can reach the next layer's loop first).
+      int acked = 1;
+      if (lane_ == 0) acked = wait_ack() ? 1 : 0;
+      ok_ = __shfl_sync(0xffffffffu, acked, 0) != 0;
+      if (!ok_) return;
+      __syncwarp();
       // The layer's routing of the one row, as kRoute computes it: top-k by
       // route_token, the routed experts ascending (distinct within a row),
       // one member each. Published to the consumers once written. The

@@ -165,6 +165,10 @@ __global__ void __launch_bounds__(kThreads, 1) megakernel(const __grid_constant_
       mbar_init(&s.sig_empty[i], 1);
     }
     s.sig_pos = 0;
+    // Shared memory keeps the previous kernel's values: a local plan's flag
+    // left from the last step would pass for this step's first MoE layer.
+    s.lr_layer = 0;
+    s.lr_ack = 0;
     mbar_fence_init();
   }
   // This step's CTAs zero the other counter bank (the previous step used it,

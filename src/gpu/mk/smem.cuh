@@ -102,6 +102,7 @@ struct Smem {
   float lr_w[kRouteScratch];
   int32_t lr_member[kRouteScratch];
   int32_t lr_layer;
+  int32_t lr_ack;  // the consumers have copied the plan of layer lr_ack - 1 (the loader may rewrite lr_*)
   SigEntry sig[kSigSlots];
   uint64_t sig_full[kSigSlots];
   uint64_t sig_empty[kSigSlots];

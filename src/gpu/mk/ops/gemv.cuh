@@ -448,11 +448,13 @@ __device__ __forceinline__ bool local_claim_plan(Ctx& c, int layer) {
   int ok = 1;
   if (c.tid() == 0) {
     const volatile int32_t* flag = &c.s.lr_layer;
-    for (uint32_t it = 0; *flag != layer + 1; ++it)
-      if ((it & 1023) == 1023 && (c.drain || aborted(p))) {
+    for (uint32_t it = 0; *flag != layer + 1; ++it) {
+      __nanosleep(32);  // the loader warp, routing on the critical path, may share this sub-partition
+      if ((it & 255) == 255 && (c.drain || aborted(p))) {
         ok = 0;
         break;
       }
+    }
     __threadfence_block();
     c.s.claim_slots = K;
   }
@@ -464,10 +466,14 @@ __device__ __forceinline__ bool local_claim_plan(Ctx& c, int layer) {
   for (int i = c.tid(); i < K; i += kConsumerThreads) {
     cp.offset[i] = i;
     cp.count[i] = 1;
-    cp.member[i] = c.s.lr_member[i];
+    cp.member[i] = min(max(c.s.lr_member[i], 0), K - 1);
     cp.weight[i] = c.s.lr_w[i];
   }
   consumer_sync();
+  if (c.tid() == 0) {  // the loader may now route the next layer into lr_*
+    __threadfence_block();
+    *reinterpret_cast<volatile int32_t*>(&c.s.lr_ack) = layer + 1;
+  }
   return true;
 }
 
@@ -614,6 +620,7 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
           c.drain = true;
           if (lane == 0) c.s.claim_fail = 1;
         } else {
+          __syncwarp();  // lane 0's acquire ordered before every lane's reads
           for (int n = 0; n < cnt; ++n) {
             const uint16_t* src = p.moe_act + int64_t(cp.member[clamp_sel(off + n)]) * I;
             for (int q = lane; q < I / 8; q += 32) cp_async_16(rows0 + uint32_t(n * stride + q * 16), src + q * 8);
@@ -751,7 +758,11 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
     }
   }
   consumer_sync();
-  if (c.tid() == 0 && !c.drain && !(!gu && p.down_slot_wait && c.s.claim_fail)) {
+  // A down loop's failed slot wait (one warp's) gives the step up for every
+  // thread (wait_all_slots does the same up front); a value left from an
+  // earlier loop means the step is given up already.
+  if (!gu && c.s.claim_fail) c.drain = true;
+  if (c.tid() == 0 && !c.drain) {
     release_fence();
     const int n = gu ? c.s.claim_slots : 1;
     for (int i = 0; i < n; ++i)
