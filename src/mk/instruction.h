@@ -81,7 +81,8 @@ enum class Opcode : uint16_t {
   // (none): top-k of every row, the routing plan (routed experts ascending,
   // their members) and the sizes of the two claim queues.
   kRoute = 7,
-  // claim: up to max_claims tiles of the gate/up queue, each
+  // claim: up to max_claims tiles of the gate/up queue (a static range
+  // first, then claimed ones: ClaimFields), each
   // (expert slot, 8 intermediate columns: 8 gate rows + 8 up rows) ->
   // moe_act (bf16) = silu(gate) * up for the expert's member rows.
   kExpertGateUp = 8,
@@ -152,9 +153,16 @@ struct RowFields {
   int32_t row;
   int32_t reserved[3];
 };
+// A claim instruction's tiles: first the static range [static_tile0,
+// static_tile0 + static_n) of the queue (placed by the builder: the first
+// static_total tiles exist whatever the routing, ScheduleOptions::static_pct),
+// then claimed ones, taken from queue index static_total on, up to
+// max_claims tiles in all.
 struct ClaimFields {
-  int32_t max_claims;  // tiles this instruction may take from its queue
-  int32_t reserved[3];
+  int32_t max_claims;  // tiles this instruction may run (static ones included)
+  int32_t static_tile0;
+  int32_t static_n;
+  int32_t static_total;  // the layer's statically placed tiles of this queue (the same in every instruction)
 };
 
 struct Instruction {

@@ -129,7 +129,11 @@ class Machine {
     }
     const int n_active = n_active_[in.layer];
     if (n_active < 0) return internal_error("machine: claim before the layer's route");
-    const int t = static_cast<int>(counters_[claim_counter(in)]++);
+    if (st.claims < in.claim.static_n) {  // the instruction's static range first (ClaimFields)
+      st.held = in.claim.static_tile0 + st.claims;
+      return Status::ok();
+    }
+    const int t = in.claim.static_total + static_cast<int>(counters_[claim_counter(in)]++);
     if (t >= n_active * tiles_per_expert(in.op)) {
       st.exhausted = true;
     } else {

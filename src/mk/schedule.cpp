@@ -118,6 +118,40 @@ class Placer {
       if (a[s] < t) busy_[s] = t;
     return t;
   }
+  // Statically placed expert tiles: n tiles of tile_ns each over the
+  // claiming SMs free from `ready` on, one at a time on the SM that would
+  // finish it first; then one contiguous range of tile indices per SM, the
+  // SMs free earliest taking the lowest (the first expert slots). Returns
+  // (first tile, count) per claiming SM, updates their busy times and sets
+  // *end to when the last of them ends.
+  std::vector<std::pair<int, int>> split_static(double ready, int n, double tile_ns, double* end) {
+    const int S = work_sms();
+    std::vector<double> a(S), t(S);
+    for (int s = 0; s < S; ++s) a[s] = t[s] = std::max(busy_[s], ready);
+    std::vector<int> count(S, 0);
+    for (int k = 0; k < n; ++k) {
+      int best = 0;
+      for (int s = 1; s < S; ++s)
+        if (t[s] + tile_ns < t[best] + tile_ns) best = s;
+      t[best] += tile_ns;
+      ++count[best];
+    }
+    std::vector<int> order(S);
+    for (int s = 0; s < S; ++s) order[s] = s;
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return a[x] < a[y]; });
+    std::vector<std::pair<int, int>> range(S);
+    int next = 0;
+    *end = ready;
+    for (int s : order) {
+      range[s] = {next, count[s]};
+      next += count[s];
+      if (count[s] > 0) {
+        busy_[s] = t[s];
+        *end = std::max(*end, t[s]);
+      }
+    }
+    return range;
+  }
   double ready(uint32_t c) const { return ready_[c]; }
   void set_ready(uint32_t c, double t) { ready_[c] = std::max(ready_[c], t); }
   double makespan() const { return *std::max_element(busy_.begin(), busy_.end()); }
@@ -335,34 +369,52 @@ class Builder {
     }
   }
 
-  // The gate/up and / or the down claim instruction of layer l on every SM.
+  // The gate/up and / or the down claim instruction of layer l on every SM
+  // (an SM whose instruction would run no tile gets none: all static, none
+  // placed on it).
   void claims(int l, bool gate_up, bool down) {
     const Dims& d = d_;
     const double n_exp = expected_experts(d, opt_.rows);
     const double route_t = p_.ready(ctr_.route(l));
-    if (gate_up) {
-      p_.begin_phase(l, kPGu);
-      gu_done_t_ = p_.fill(route_t + p_.overhead(), n_exp * 2.0 * d.moe_ffn * d.hidden * 2);
+    // Static tiles: whole experts of the top_k that every routing has; with
+    // all of them at one row (exactly top_k experts) nothing is claimed.
+    const int static_experts = opt_.static_pct * d.top_k / 100;
+    const bool all_static = opt_.rows == 1 && static_experts == d.top_k;
+    auto one_queue = [&](Opcode op, int tpe, double tile_bytes, double ready, int dyn_claims) -> double {
+      const int n_static = static_experts * tpe;
+      std::vector<std::pair<int, int>> ranges(p_.work_sms(), {0, 0});
+      double static_end = ready;
+      if (n_static > 0) ranges = p_.split_static(ready, n_static, tile_bytes / p_.bw_sm(), &static_end);
+      const double left = std::max(0.0, n_exp * tpe - n_static) * tile_bytes;
+      const double done = std::max(static_end, left > 0 ? p_.fill(ready, left) : ready);
       for (int s = 0; s < p_.work_sms(); ++s) {
-        Instruction in = make(Opcode::kExpertGateUp, l);
-        in.claim.max_claims = s_->gu_claims;
+        Instruction in = make(op, l);
+        in.claim.static_tile0 = ranges[s].first;
+        in.claim.static_n = ranges[s].second;
+        in.claim.static_total = n_static;
+        in.claim.max_claims = ranges[s].second + (all_static ? 0 : dyn_claims);
+        if (in.claim.max_claims == 0) continue;
         in.wait[0] = {ctr_.route(l), 1};
-        in.signal[0] = ctr_.gu_done(l, 0);  // + slot, per tile
+        if (op == Opcode::kExpertGateUp) {
+          in.signal[0] = ctr_.gu_done(l, 0);  // + slot, per tile
+        } else {
+          in.flags |= kFlagWait1PlusSlot;
+          in.wait[1] = {ctr_.gu_done(l, 0), expert_gu_tiles(d)};
+          in.signal[0] = ctr_.down_done(l);  // per tile
+        }
         p_.place_on(s, in, 0);
       }
+      return done;
+    };
+    if (gate_up) {
+      p_.begin_phase(l, kPGu);
+      gu_done_t_ = one_queue(Opcode::kExpertGateUp, expert_gu_tiles(d), 2.0 * kPairCols * d.hidden * 2,
+                             route_t + p_.overhead(), s_->gu_claims);
     }
     if (down) {
       p_.begin_phase(l, kPDown);
-      const double down_done = p_.fill(route_t + 2 * p_.overhead(), n_exp * double(d.hidden) * d.moe_ffn * 2);
-      for (int s = 0; s < p_.work_sms(); ++s) {
-        Instruction in = make(Opcode::kExpertDown, l);
-        in.claim.max_claims = s_->down_claims;
-        in.flags |= kFlagWait1PlusSlot;
-        in.wait[0] = {ctr_.route(l), 1};
-        in.wait[1] = {ctr_.gu_done(l, 0), expert_gu_tiles(d)};
-        in.signal[0] = ctr_.down_done(l);  // per tile
-        p_.place_on(s, in, 0);
-      }
+      const double down_done = one_queue(Opcode::kExpertDown, expert_down_tiles(d), double(d.down_rows) * d.moe_ffn * 2,
+                                         route_t + 2 * p_.overhead(), s_->down_claims);
       p_.set_ready(ctr_.down_done(l), std::max(gu_done_t_, down_done));
     }
   }
@@ -496,6 +548,8 @@ Result<Schedule> build_schedule(const Dims& d, const std::vector<LayerInfo>& lay
     return invalid_argument("megakernel schedule: head_sms " + std::to_string(opt.head_sms) + " outside 0.." +
                             std::to_string(opt.n_sm / 2));
   if (opt.oproj_sms < 0) return invalid_argument("megakernel schedule: oproj_sms must not be negative");
+  if (opt.static_pct < 0 || opt.static_pct > 100)
+    return invalid_argument("megakernel schedule: static_pct " + std::to_string(opt.static_pct) + " outside 0..100");
   if (opt.qkv_run < 1 || opt.qkv_run > 64 || opt.o_run < 1 || opt.o_run > 64)
     return invalid_argument("megakernel schedule: qkv_run and o_run must be in 1..64");
   if (static_cast<int>(layers.size()) != d.n_layers)
@@ -542,6 +596,8 @@ std::string describe(const Instruction& in) {
       break;
     case Opcode::kExpertGateUp:
     case Opcode::kExpertDown:
+      if (in.claim.static_n > 0)
+        o << " tiles " << in.claim.static_tile0 << ".." << in.claim.static_tile0 + in.claim.static_n - 1 << " then";
       o << " up to " << in.claim.max_claims << " tiles";
       break;
     case Opcode::kRoute:
@@ -576,7 +632,8 @@ Status check_schedule(const Schedule& s) {
   // Coverage: how many times each unit of work appears.
   std::map<std::tuple<int, int, int, int, int>, int> seen;  // (op, layer, a, b, c)
   std::vector<int32_t> signals(c.total + 1, 0);
-  std::vector<int> claims_gu(L, 0), claims_down(L, 0);
+  std::vector<int> claims_gu(L, 0), claims_down(L, 0);  // claimable tiles (the static ones apart)
+  std::map<std::pair<int, int>, std::vector<int>> static_hits;  // (op, layer): runs per static tile
   for (int sm = 0; sm < s.n_sm(); ++sm) {
     for (const Instruction& in : s.sm_list(sm)) {
       if (static_cast<int>(in.op) <= 0 || static_cast<int>(in.op) >= kNumOpcodes) return bad(in, sm, "bad opcode");
@@ -651,10 +708,21 @@ Status check_schedule(const Schedule& s) {
           break;
         case Opcode::kExpertGateUp:
         case Opcode::kExpertDown:
+        {
           if (!s.layers[in.layer].moe) return bad(in, sm, "expert claims in a dense layer");
-          if (in.claim.max_claims < 1) return bad(in, sm, "no claims");
-          (in.op == Opcode::kExpertGateUp ? claims_gu : claims_down)[in.layer] += in.claim.max_claims;
+          const ClaimFields& cf = in.claim;
+          const int tpe = in.op == Opcode::kExpertGateUp ? expert_gu_tiles(d) : expert_down_tiles(d);
+          if (cf.max_claims < 1) return bad(in, sm, "no claims");
+          if (cf.static_n < 0 || cf.static_n > cf.max_claims || cf.static_tile0 < 0 ||
+              cf.static_tile0 + cf.static_n > cf.static_total || cf.static_total > d.top_k * tpe)
+            return bad(in, sm, "static tiles outside the " + std::to_string(d.top_k) + " experts every routing has");
+          std::vector<int>& hits = static_hits[{int(in.op), in.layer}];
+          if (hits.empty()) hits.assign(size_t(cf.static_total) + 1, 0);  // the last entry: the total, once
+          if (int(hits.size()) != cf.static_total + 1) return bad(in, sm, "static totals differ within the layer");
+          for (int t = cf.static_tile0; t < cf.static_tile0 + cf.static_n; ++t) ++hits[t];
+          (in.op == Opcode::kExpertGateUp ? claims_gu : claims_down)[in.layer] += cf.max_claims - cf.static_n;
           break;
+        }
         case Opcode::kBarrier:
         case Opcode::kNop:
           break;
@@ -710,9 +778,20 @@ Status check_schedule(const Schedule& s) {
       MS_RETURN_IF_ERROR(expect(Opcode::kRoute, l, 0, 0, 0, "route"));
       ++units;
       const int slots = max_expert_slots(d, R);
-      if (claims_gu[l] < slots * expert_gu_tiles(d) || claims_down[l] < slots * expert_down_tiles(d))
-        return internal_error("megakernel schedule: layer " + std::to_string(l) +
-                              ": claim capacity below the largest expert queue");
+      for (const auto& [op, claimable] : {std::pair{Opcode::kExpertGateUp, claims_gu[l]},
+                                          std::pair{Opcode::kExpertDown, claims_down[l]}}) {
+        const int tpe = op == Opcode::kExpertGateUp ? expert_gu_tiles(d) : expert_down_tiles(d);
+        auto it = static_hits.find({int(op), l});
+        const int n_static = it == static_hits.end() ? 0 : int(it->second.size()) - 1;
+        for (int t = 0; t < n_static; ++t)
+          if (it->second[t] != 1)
+            return internal_error("megakernel schedule: layer " + std::to_string(l) + " " + opcode_name(op) +
+                                  ": static tile " + std::to_string(t) + " placed " + std::to_string(it->second[t]) +
+                                  " times (want 1)");
+        if (n_static + claimable < slots * tpe)
+          return internal_error("megakernel schedule: layer " + std::to_string(l) +
+                                ": claim capacity below the largest expert queue");
+      }
     }
   }
   if (units != seen.size()) return internal_error("megakernel schedule: instructions outside the model's work");

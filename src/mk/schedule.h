@@ -83,6 +83,15 @@ struct ScheduleOptions {
   // loop (round 11 experiment: at bs 1 the O-projection between the loops
   // costs every SM ~3 us of claim-to-data latency). 0: any SM.
   int oproj_sms = 0;
+  // Expert tiles placed by the builder instead of claimed (round 11
+  // experiment): this percentage of top_k experts' tiles (rounded down to
+  // whole experts), which every routing has, split over the SMs by the cost
+  // model into one contiguous range per claim instruction, which its loader
+  // streams without atomics or the claim gate as soon as it knows the
+  // routing (the LM head, a static stream, runs at the copy engine's 4.3
+  // TB/s; the claim loops at ~2-3.5). The rest of the queue is claimed as
+  // before. At batch 1 and 100 the layer's expert work is all static.
+  int static_pct = 0;
   // Cost model of the placement: HBM bytes per nanosecond of the whole
   // device, and the fixed latency of an instruction (wait, activation load,
   // signal) in nanoseconds.

@@ -907,6 +907,7 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
            {"costs=2", "costs wants an integer in 0..1"},
            {"down_gate=-2", "down_gate"},
            {"async_signal=2", "async_signal wants an integer in 0..1"},
+           {"static_pct=101", "static_pct wants an integer in 0..100"},
            {"route_fused=1", "'route_fused=1'"},
            {"gu_batch=2x", "'2x'"},
            {"gu_batch", "'gu_batch'"}}) {

@@ -357,6 +357,77 @@ TEST(MkSchedule, HeadSmsRunTheSerialHeadAndNothingElse) {
   EXPECT_FALSE(build_schedule(make_dims(nmc, 64), make_layer_info(nmc), bad).is_ok());
 }
 
+// ScheduleOptions::static_pct: the builder's ranges and the claimed rest
+// run every routed tile exactly once, whatever the routing; at one row and
+// 100% nothing is claimed (max_claims is the static range), and SMs without
+// a range get no claim instruction.
+TEST(MkSchedule, StaticExpertTilesRunEveryTileOnce) {
+  const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
+  const ModelConfig demo = demo_config();
+  struct Case {
+    const ModelConfig* cfg;
+    int rows, n_sm, pct;
+  };
+  for (const Case& c : std::vector<Case>{{&nmc, 1, 132, 100},
+                                         {&nmc, 1, 132, 50},
+                                         {&nmc, 3, 132, 50},
+                                         {&nmc, 8, 16, 100},
+                                         {&demo, 1, 7, 100},
+                                         {&demo, 2, 5, 60}}) {
+    SCOPED_TRACE("rows " + std::to_string(c.rows) + " SMs " + std::to_string(c.n_sm) + " static_pct " +
+                 std::to_string(c.pct));
+    ScheduleOptions o;
+    o.rows = c.rows;
+    o.context = 8192;
+    o.n_sm = c.n_sm;
+    o.static_pct = c.pct;
+    auto s = build_schedule(make_dims(*c.cfg, 64), make_layer_info(*c.cfg), o);
+    ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+    ASSERT_TRUE(check_schedule(*s).is_ok()) << check_schedule(*s).to_string();
+    const int K = s->dims.top_k, experts = c.pct * K / 100;
+    const int moe_layers = [&] {
+      int n = 0;
+      for (const auto& li : s->layers) n += li.moe;
+      return n;
+    }();
+    int static_tiles = 0, claim_instrs = 0;
+    for (int sm = 0; sm < c.n_sm; ++sm)
+      for (const Instruction& in : s->sm_list(sm)) {
+        if (in.op != Opcode::kExpertGateUp && in.op != Opcode::kExpertDown) continue;
+        ++claim_instrs;
+        static_tiles += in.claim.static_n;
+        EXPECT_EQ(in.claim.static_total,
+                  experts * (in.op == Opcode::kExpertGateUp ? expert_gu_tiles(s->dims) : expert_down_tiles(s->dims)));
+        if (c.rows == 1 && experts == K) {
+          EXPECT_EQ(in.claim.max_claims, in.claim.static_n) << describe(in);
+        }
+      }
+    EXPECT_EQ(static_tiles, moe_layers * experts * (expert_gu_tiles(s->dims) + expert_down_tiles(s->dims)));
+    if (c.rows == 1 && experts == K) {
+      EXPECT_LE(claim_instrs, 2 * c.n_sm * moe_layers);
+    }
+    for (uint64_t seed : {0ull, 5ull, 6ull}) {
+      std::map<std::tuple<int, int, int, int>, int> ran;  // (layer, op, slot, tile)
+      MachineOps ops = fake_ops(*s, seed + 3);
+      ops.tile = [&ran](int, const Instruction& in, int slot, int tile) {
+        ++ran[{int(in.layer), int(in.op), slot, tile}];
+        return Status::ok();
+      };
+      MachineStats stats;
+      Status st = run_machine(*s, ops, {seed}, &stats);
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
+      size_t want = 0;
+      for (int l = 0; l < s->dims.n_layers; ++l)
+        want += size_t(stats.routed_experts[l]) * (expert_gu_tiles(s->dims) + expert_down_tiles(s->dims));
+      EXPECT_EQ(ran.size(), want) << "every routed tile, seed " << seed;
+      for (const auto& [key, n] : ran) EXPECT_EQ(n, 1) << "a tile ran " << n << " times";
+    }
+  }
+  ScheduleOptions bad;
+  bad.static_pct = 101;
+  EXPECT_FALSE(build_schedule(make_dims(nmc, 64), make_layer_info(nmc), bad).is_ok());
+}
+
 TEST(MkSchedule, OprojSmsKeepTheOProjectionOnTheLastSms) {
   const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
   for (int head : {0, 1}) {

@@ -149,6 +149,18 @@ TEST_P(MkVmFamilies, MatchesTheBf16ReferenceOnRaggedBatches) {
           for (int r = 0; r < rows; ++r)
             ASSERT_EQ(again.logits[r], got.logits[r]) << "list order " << mk::list_order_name(order);
         }
+        // Expert tiles placed statically (half of top_k experts' worth, all
+        // of them): the same tiles with the same math, so the same bits.
+        for (int pct : {50, 100}) {
+          mk::ScheduleOptions other = so;
+          other.static_pct = pct;
+          auto sched_other = mk::build_schedule((*vm)->dims(), (*vm)->layer_info(), other);
+          ASSERT_TRUE(sched_other.is_ok()) << sched_other.status().to_string();
+          ASSERT_TRUE(mk::check_schedule(*sched_other).is_ok());
+          StepResult again;
+          ASSERT_TRUE((*vm)->step(*sched_other, batch, {404ull}, &again).is_ok());
+          for (int r = 0; r < rows; ++r) ASSERT_EQ(again.logits[r], got.logits[r]) << "static_pct " << pct;
+        }
       }
     }
     printf("[mk_vm] %s rows %d: %d row-steps compared (%d bit-identical), worst rel err %.2e, %d steps with a routing "

@@ -83,7 +83,8 @@ constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 0, 64},
                                        {"o_sms", &MkTuning::o_sms, 0, 132},
                                        {"local_route", &MkTuning::local_route, 0, 1},
                                        {"async_signal", &MkTuning::async_signal, 0, 1},
-                                       {"gemv_warps", &MkTuning::gemv_warps, 0, 1}};
+                                       {"gemv_warps", &MkTuning::gemv_warps, 0, 1},
+                                       {"static_pct", &MkTuning::static_pct, 0, 100}};
 }  // namespace
 
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
@@ -107,7 +108,7 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
                               "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, qkv_run=N, o_run=N, "
                               "costs=0|1, attn_pct=10..400, route_fast=0|1, "
-                              "down_slot_wait=0|1, head_sms=0..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1)");
+                              "down_slot_wait=0|1, head_sms=0..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
     if (val.empty() || *e != 0 || v < set->lo || v > set->hi)
@@ -132,7 +133,7 @@ Status MkExecutor::set_tuning(const MkTuning& t) {
   // What the schedule depends on: the cached lists are rebuilt.
   if (t.order != opt_.tuning.order || t.qkv_run != opt_.tuning.qkv_run || t.o_run != opt_.tuning.o_run ||
       t.costs != opt_.tuning.costs || t.attn_pct != opt_.tuning.attn_pct || t.head_sms != opt_.tuning.head_sms ||
-      t.o_sms != opt_.tuning.o_sms) {
+      t.o_sms != opt_.tuning.o_sms || t.static_pct != opt_.tuning.static_pct) {
     MS_CUDA_RETURN(cudaStreamSynchronize(stream_));  // no step still reads the cached lists
     last_ = nullptr;
     last_cached_ = nullptr;
@@ -326,6 +327,7 @@ Result<MkExecutor::Cached*> MkExecutor::schedule_for(int rows, int context) {
   so.attn_sm_percent = opt_.tuning.attn_pct;
   so.head_sms = opt_.tuning.head_sms;
   so.oproj_sms = opt_.tuning.o_sms;
+  so.static_pct = opt_.tuning.static_pct;
   so.fitted_costs = opt_.tuning.costs != 0;
   so.plant_stuck_wait = opt_.plant_stuck_wait;
   MS_ASSIGN_OR_RETURN(::ms::mk::Schedule s, ::ms::mk::build_schedule(dims_, ::ms::mk::make_layer_info(cfg_), so));

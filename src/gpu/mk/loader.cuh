@@ -333,54 +333,64 @@ class Loader {
       __syncwarp();
       n_active = __shfl_sync(0xffffffffu, na_raw, 0);
     }
-    // The claim gate: no tile is taken while the consumers are more than
+    // The instruction's static tiles (ClaimFields: placed by the builder,
+    // tiles every routing has) go first, as soon as the routing is known and
+    // a stage is free, without atomics or the claim gate; then the claimed
+    // ones, from queue index static_total on.
+    // The claim gate: no tile is claimed while the consumers are more than
     // `gate` instructions before the loop (they would hold it, and with
     // it every wait on its expert, until they get here: docs/megakernel.md,
     // round 4).
     const int gate = gu ? p_.gate_gu : p_.gate_down;
-    if (gate >= 0) {
-      int near = 1;
-      if (lane_ == 0) near = wait_consumers(static_cast<int32_t>(instr_) - gate) ? 1 : 0;
-      ok_ = __shfl_sync(0xffffffffu, near, 0) != 0;
-      if (!ok_) return;
-    }
-    // Tiles are taken in runs of `batch` consecutive ones (one atomic a run;
+    // Tiles are claimed in runs of `batch` consecutive ones (one atomic a run;
     // a run stays inside one expert when batch divides its tiles, so the
     // consumers stage its activation once), one run ahead: the next run's
     // atomic is in flight while the current run's last tile is issued. A
-    // taken tile is always loaded: the loop ends only on an empty queue (no
+    // claimed tile is always loaded: the loop ends only on an empty queue (no
     // run pending) or once max_claims tiles were taken (the runs are cut to
     // fit), so every tile of the queue is run by whoever took it.
     const int batch = max(1, gu ? p_.claim_batch_gu : p_.claim_batch_down);
-    const int max_claims = in.claim.max_claims;
-    int next = 0, next_n = 0, taken = 0;  // lane 0: the pending run and the tiles taken so far
+    const int max_claims = in.claim.max_claims, n_static = in.claim.static_n;
+    const int max_claimed = max_claims - n_static;
+    int next = 0, next_n = 0, taken = 0;  // lane 0: the pending run and the tiles claimed so far
     const uint32_t claim_ctr = gu ? p_.ctr.gu_claim(in.layer) : p_.ctr.down_claim(in.layer);
     auto take_run = [&]() {
-      next_n = min(batch, max_claims - taken);
-      if (next_n > 0) next = static_cast<int>(atomicAdd(p_.counters + claim_ctr, uint32_t(next_n)));
+      next_n = min(batch, max_claimed - taken);
+      if (next_n > 0) next = in.claim.static_total + static_cast<int>(atomicAdd(p_.counters + claim_ctr, uint32_t(next_n)));
       taken += next_n;
     };
-    // A run past the queue's end is a terminator (below), whatever the size.
-    if (lane_ == 0) take_run();
     const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
     const int n_tiles = n_active * tpe;
     int cur = 0, have = 0;  // the run being issued (every lane)
     for (int c = 0; c < max_claims && ok_; ++c) {
+      if (c == n_static) {  // the claimed part: the gate, then the first run
+        if (gate >= 0) {
+          int near = 1;
+          if (lane_ == 0) near = wait_consumers(static_cast<int32_t>(instr_) - gate) ? 1 : 0;
+          ok_ = __shfl_sync(0xffffffffu, near, 0) != 0;
+          if (!ok_) return;
+        }
+        // A run past the queue's end is a terminator (below), whatever the size.
+        if (lane_ == 0) take_run();
+      }
       const int st = ring_.stage();
       if (!acquire(st)) return;
-      if (have == 0) {
-        cur = __shfl_sync(0xffffffffu, next, 0);
-        have = __shfl_sync(0xffffffffu, next_n, 0);
+      int t = in.claim.static_tile0 + c;
+      if (c >= n_static) {
+        if (have == 0) {
+          cur = __shfl_sync(0xffffffffu, next, 0);
+          have = __shfl_sync(0xffffffffu, next_n, 0);
+        }
+        t = cur;
+        if (have == 0 || t >= n_tiles) {
+          publish_header(st, -1, 0);
+          if (lane_ == 0) mbar_arrive(&s_.full[st]);
+          ring_.advance();
+          return;
+        }
+        ++cur;
+        if (--have == 0 && lane_ == 0) take_run();
       }
-      const int t = cur;
-      if (have == 0 || t >= n_tiles) {
-        publish_header(st, -1, 0);
-        if (lane_ == 0) mbar_arrive(&s_.full[st]);
-        ring_.advance();
-        return;
-      }
-      ++cur;
-      if (--have == 0 && lane_ == 0) take_run();
       const int slot = t / tpe, j = t % tpe;
       const int e = s_.loader_expert[min(slot, kMaxSelections - 1)];
       if (gu) {
