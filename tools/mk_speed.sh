@@ -7,8 +7,9 @@
 #      when one fails);
 #   3. MK_CHECK="spec spec ...": each variant (a bench decode --mk-variants
 #      spec, e.g. "gu_batch=4,down_gate=2") checked the same way under
-#      MEGASERVE_MK_EXPERIMENTS (MkVsVm but its two 3-layer cases, and
-#      MkDemo); a variant that fails is reported and left out of the bench;
+#      MEGASERVE_MK_EXPERIMENTS (MkVsVm but its two 3-layer cases, MkDemo
+#      and MkWatchdog: the abort paths); a variant that fails is reported
+#      and left out of the bench;
 #   4. `bench decode` on the full NMC shape in one process: the layered path
 #      and the megakernel in every variant of MK_VARIANTS (';'-separated,
 #      default "default") at MK_BATCHES x MK_CONTEXTS (default 1,8 x 8K),
@@ -46,7 +47,7 @@ for v in ${MK_CHECK:-}; do
   i=$((i + 1))
   t0=$SECONDS
   # Without the two 3-layer all-dimensions cases (~90 s; the default run has them).
-  MEGASERVE_MK_EXPERIMENTS=$v timeout 300 $T --gtest_filter="*MkVsVm*:MkDemo.*:-*wide3*" > "$OUT/mk_tests_v$i.log" 2>&1
+  MEGASERVE_MK_EXPERIMENTS=$v timeout 300 $T --gtest_filter="*MkVsVm*:MkDemo.*:MkWatchdog.*:-*wide3*" > "$OUT/mk_tests_v$i.log" 2>&1
   rc=$?
   echo "== variant $v: megakernel tests exit $rc ($((SECONDS - t0)) s)"
   grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/mk_tests_v$i.log" | head -10

@@ -278,6 +278,7 @@ class Loader {
                : 0;
     ok_ = __shfl_sync(0xffffffffu, ok, 0) != 0;
     if (!ok_) return;
+    __syncwarp();  // lane 0's acquire ordered before every lane's reads of the plan / logits
     // The layer's queue size (kept per layer: the shared plan is rewritten
     // by the next layer's route) and the plan's slot -> expert list (once
     // per claim instruction, not an L2 round trip per tile), every load

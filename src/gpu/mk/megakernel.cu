@@ -82,7 +82,10 @@ __device__ __forceinline__ void signal_main(const Params& p, Smem& s) {
     for (uint32_t it = 0; !mbar_try_wait(&s.sig_full[q % kSigSlots], (q / kSigSlots) & 1u);)
       if ((++it & 255) == 0 && aborted(p)) return;
     uint32_t n = 1;
-    while (n < kSigSlots && mbar_try_wait(&s.sig_full[(q + n) % kSigSlots], ((q + n) / kSigSlots) & 1u)) ++n;
+    // Entries already posted join this fence; the look-ahead must not wait
+    // (try_wait may suspend the warp while the taken entries' counters,
+    // which the consumers may be waiting for, are not yet added).
+    while (n < kSigSlots && mbar_test_wait(&s.sig_full[(q + n) % kSigSlots], ((q + n) / kSigSlots) & 1u)) ++n;
     release_fence();
     for (uint32_t k = 0; k < n; ++k) {
       const SigEntry e = s.sig[(q + k) % kSigSlots];
@@ -126,7 +129,15 @@ __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
     // the barrier ablation's phase counter).
     const uint32_t sig0 = claims || c.drain ? ::ms::mk::kNoCounter : in.signal[0];
     const uint32_t sig1 = c.drain ? ::ms::mk::kNoCounter : in.signal[1];
-    if (p.async_signal) {
+    // Through the signal warp unless the SM's next instruction waits on this
+    // counter: the hop (post, the warp's wake, its fence) would lengthen
+    // that chain, and the consumers would wait for it anyway.
+    bool post = p.async_signal != 0;
+    if (post && sig0 != ::ms::mk::kNoCounter && i + 1 < e) {
+      const ::ms::mk::Wait* nw = p.instrs[i + 1].wait;
+      post = nw[0].counter != sig0 && nw[1].counter != sig0;
+    }
+    if (post) {
       post_signals(c, sig0, sig1);
     } else {
       signal_counter(p, sig0);

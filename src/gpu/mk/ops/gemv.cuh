@@ -301,15 +301,16 @@ __device__ __forceinline__ bool gemv_warps(Ctx& c, const Instruction& in, int K)
     const bool ok = warp_tile(c, t, K, mine, b_lane, acc_slot);
     if (!mine || !ok || c.drain) continue;
     // Lane (g, q) holds rows g and g + 8 of token columns 2q and 2q + 1.
+    // One inlined copy of the store (it switches over the opcodes; four
+    // copies were ~10 KB more of a kernel already several times the
+    // instruction cache).
     const float4 a = *acc_slot;
     const int g = lane >> 2, n0 = 2 * (lane & 3);
-    if (n0 < R) {
-      gemv_store(c, in, t, g, n0, a.x);
-      gemv_store(c, in, t, g + 8, n0, a.z);
-    }
-    if (n0 + 1 < R) {
-      gemv_store(c, in, t, g, n0 + 1, a.y);
-      gemv_store(c, in, t, g + 8, n0 + 1, a.w);
+#pragma unroll 1
+    for (int i = 0; i < 4; ++i) {
+      const int n = n0 + (i & 1);
+      const float v = i == 0 ? a.x : i == 1 ? a.y : i == 2 ? a.z : a.w;
+      if (n < R) gemv_store(c, in, t, g + (i >> 1) * 8, n, v);
     }
   }
   return true;
@@ -608,6 +609,8 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
     // would sit in registers through the ring waits, code at the register
     // ceiling).
     uint32_t b_lane = act_base + member_row(c, tile, tpe, gu, n_src) * stride + ((lane >> 3) & 1) * 16;
+    // The warp's vote: the branch below holds full-warp shuffles.
+    if (slot_wait && __any_sync(0xffffffffu, c.drain)) c.drain = true;
     if (slot_wait && !gu && mine && !c.drain) {
       const int slot = clamp_sel(tile / tpe);
       const int off = clamp_sel(cp.offset[slot]), cnt = min(cp.count[slot], kSlotRows);
