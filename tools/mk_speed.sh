@@ -17,7 +17,8 @@
 #   5. a timeline of one step (first batch and context) for each variant of
 #      MK_TIMELINE (space-separated, default "default"), each in a run of its
 #      own (so the recording does not slow the timed one), its per-opcode
-#      summary (tools/plot_timeline.py --summary) and the SVG of layers 2-3;
+#      summary (tools/plot_timeline.py --summary), the cost model beside it
+#      (--model) and the SVG of layers 2-3;
 #   6. MK_GRID="BATCHES CONTEXTS": the default tuning and the layered path
 #      side by side over that grid ($OUT/bench_grid.json);
 #   7. MK_FULL=1: the full-shape teacher-forced test against the layered path
@@ -74,6 +75,7 @@ for v in ${MK_TIMELINE:-default}; do
   if [ -f "$OUT/timeline$i.json" ]; then
     echo "== timeline $i ($v), layers 2-3:"
     python3 tools/plot_timeline.py --summary "$OUT/timeline$i.json" 2-3 | tee "$OUT/timeline_summary$i.txt"
+    python3 tools/plot_timeline.py --model "$OUT/timeline$i.json" 2-3 | tee -a "$OUT/timeline_summary$i.txt"
     python3 tools/plot_timeline.py "$OUT/timeline$i.json" "$OUT/timeline$i-layers2-3.svg" 2-3
     gzip -f "$OUT/timeline$i.json"
   fi

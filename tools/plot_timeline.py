@@ -8,6 +8,7 @@ with the part spent waiting on its dependencies (start -> ready) drawn pale.
 
 Usage: tools/plot_timeline.py timeline.json out.svg [FIRST-LAST]
        tools/plot_timeline.py --summary timeline.json [FIRST-LAST]
+       tools/plot_timeline.py --model timeline.json [FIRST-LAST]
 FIRST-LAST (layers, e.g. 2-3) draws only those layers' instructions, on a
 time axis from the first one's start (a whole step of a full model is tens
 of thousands of bars; two layers show the structure).
@@ -28,6 +29,13 @@ stall_ns / signal_ns (older builds) print those as "-". Per layer it then gives
 the critical path (first start / ready / last end per opcode), the claim
 loops across SMs (first claim, first data, end, tiles / us per SM) and how
 many SMs are in each opcode (waiting on its producers or running) every 4 us.
+
+--model sets the schedule builder's cost model (est_start_ns / est_end_ns,
+in timelines from round 11 on) beside the measurement: per opcode the
+median instruction from its wait to its end, measured and modelled, and
+per layer when each opcode's last instruction ends, from the layer's first
+norm start, both ways. That is what mk::apply_cost_set's constants are
+fitted from.
 """
 import gzip
 import json
@@ -143,6 +151,44 @@ def summary(src, layers=None):
         head_chain(ins)
 
 
+def model(src, layers=None):
+    ins = load(src)["instructions"]
+    if not ins or "est_end_ns" not in ins[0]:
+        sys.exit("--model: this timeline has no cost-model estimates (est_start_ns / est_end_ns)")
+    sel = ins
+    if layers:
+        lo, hi = (int(x) for x in layers.split("-"))
+        sel = [i for i in ins if lo <= i["layer"] <= hi]
+    by_op = {}
+    for i in sel:
+        by_op.setdefault(i["op"], []).append(i)
+    print(f"{'op':16} {'count':>6} {'measured':>9} {'model':>7} {'ratio':>6}   (median wait -> end, us)")
+    for op, v in sorted(by_op.items(), key=lambda kv: min(i["start_ns"] for i in kv[1])):
+        m = median([i["end_ns"] - i["ready_ns"] for i in v]) / 1000
+        e = median([i["est_end_ns"] - i["est_start_ns"] for i in v]) / 1000
+        print(f"{op:16} {len(v):6d} {m:9.2f} {e:7.2f} {m / e if e else float('nan'):6.2f}")
+    for layer in sorted({i["layer"] for i in sel}):
+        v = [i for i in sel if i["layer"] == layer]
+        norms = [i for i in v if i["op"] == "norm"]
+        if not norms:
+            continue
+        m0 = min(i["start_ns"] for i in norms)
+        e0 = min(i["est_start_ns"] for i in norms)
+        nxt = [i for i in ins if i["layer"] == layer + 1 and i["op"] in ("norm", "final_norm")]
+        span = ""
+        if nxt:
+            span = (f": {(min(i['start_ns'] for i in nxt) - m0) / 1000:.1f} us measured, "
+                    f"{(min(i['est_start_ns'] for i in nxt) - e0) / 1000:.1f} modelled")
+        print(f"layer {layer}{span}; last end per opcode from the first norm start (us), measured / modelled")
+        by = {}
+        for i in v:
+            by.setdefault(i["op"], []).append(i)
+        for op, w in sorted(by.items(), key=lambda kv: max(i["end_ns"] for i in kv[1])):
+            me = (max(i["end_ns"] for i in w) - m0) / 1000
+            ee = (max(i["est_end_ns"] for i in w) - e0) / 1000
+            print(f"  {op:16} {me:7.1f} {ee:7.1f}")
+
+
 def phases(ins):
     """Per layer, when each opcode's first instruction started and its last
     ended, relative to the layer's first norm start (us): the critical path
@@ -247,6 +293,8 @@ def occupancy(v, t0, step_us=4):
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "--summary":
         summary(sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
+    elif len(sys.argv) >= 3 and sys.argv[1] == "--model":
+        model(sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
     elif len(sys.argv) in (3, 4):
         main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
     else:

@@ -217,7 +217,9 @@ Result<std::string> megakernel_timeline_json(GpuBackend& backend, int batch, int
                                    {"issue_ns", rel(e.issue)},
                                    {"tiles", e.tiles},
                                    {"stall_ns", e.stall},
-                                   {"signal_ns", e.start + e.presignal - t0}});
+                                   {"signal_ns", e.start + e.presignal - t0},
+                                   {"est_start_ns", i < s.est_start_ns.size() ? s.est_start_ns[i] : 0.f},
+                                   {"est_end_ns", i < s.est_end_ns.size() ? s.est_end_ns[i] : 0.f}});
     }
   return j.dump();
 }

@@ -27,7 +27,7 @@ int attention_splits(int keys, int rows, int n_kv, int n_sm, int attn_sm_percent
 class Placer {
  public:
   Placer(const ScheduleOptions& opt, const CounterLayout& ctr)
-      : opt_(opt), ctr_(ctr), busy_(opt.n_sm, 0.0), lists_(opt.n_sm), ready_(ctr.total + 1, 0.0) {
+      : opt_(opt), ctr_(ctr), busy_(opt.n_sm, 0.0), lists_(opt.n_sm), est_(opt.n_sm), ready_(ctr.total + 1, 0.0) {
     bw_sm_ = opt.device_bytes_per_ns / opt.n_sm;
   }
 
@@ -45,6 +45,7 @@ class Placer {
         b.layer = static_cast<uint16_t>(layer);
         b.wait[0] = {phase_counter_, 0};  // target filled by finish()
         lists_[s].push_back(b);
+        est_[s].push_back({busy_[s], t});
         busy_[s] = t;
       }
     }
@@ -75,6 +76,7 @@ class Placer {
         best_t = t;
       }
     }
+    est_[best].push_back({best_t - cost_ns, best_t});
     busy_[best] = best_t;
     for (uint32_t c : in.signal)
       if (c != kNoCounter) ready_[c] = std::max(ready_[c], best_t);
@@ -82,13 +84,17 @@ class Placer {
     return best;
   }
 
-  // One instruction on every SM (claims, the LM head's ranges).
-  void place_on(int sm, Instruction in, double cost_ns) {
+  // One instruction on every SM (claims, the LM head's ranges). start: the
+  // estimated start when the caller has advanced the SM's busy time itself
+  // (claims: fill / split_static), else negative.
+  void place_on(int sm, Instruction in, double cost_ns, double start = -1) {
     if (opt_.barrier_between_phases && have_phase_) in.signal[1] = phase_counter_;
     double r = 0;
     for (const Wait& w : in.wait)
       if (w.counter != kNoCounter && w.counter < ready_.size()) r = std::max(r, ready_[w.counter]);
-    busy_[sm] = std::max(busy_[sm], r) + cost_ns;
+    const double begin = std::max(busy_[sm], r);
+    busy_[sm] = begin + cost_ns;
+    est_[sm].push_back({start >= 0 ? start : begin, busy_[sm]});
     for (uint32_t c : in.signal)
       if (c != kNoCounter) ready_[c] = std::max(ready_[c], busy_[sm]);
     lists_[sm].push_back(in);
@@ -155,7 +161,10 @@ class Placer {
   double ready(uint32_t c) const { return ready_[c]; }
   void set_ready(uint32_t c, double t) { ready_[c] = std::max(ready_[c], t); }
   double makespan() const { return *std::max_element(busy_.begin(), busy_.end()); }
+  double busy(int sm) const { return busy_[sm]; }
   std::vector<std::vector<Instruction>>& lists() { return lists_; }
+  // The cost model's (start, end) of each placed instruction, per SM list.
+  const std::vector<std::vector<std::pair<double, double>>>& estimates() const { return est_; }
 
  private:
   const ScheduleOptions& opt_;
@@ -163,6 +172,7 @@ class Placer {
   double bw_sm_ = 1;
   std::vector<double> busy_;
   std::vector<std::vector<Instruction>> lists_;
+  std::vector<std::vector<std::pair<double, double>>> est_;
   std::vector<double> ready_;
   bool have_phase_ = false;
   uint32_t phase_counter_ = kNoCounter;
@@ -304,7 +314,8 @@ class Builder {
       }
     p_.begin_phase(l, kPAttn);
     const int n_splits = layers_[l].sliding ? s_->splits_sliding : s_->splits_full;
-    const int keys = layers_[l].sliding ? std::min(opt_.context, d.sliding_window) : opt_.context;
+    const int full_keys = std::max(1, int(opt_.context * opt_.bucket_keys));
+    const int keys = layers_[l].sliding ? std::min(full_keys, d.sliding_window) : full_keys;
     const double stage_bytes = 2.0 * kStageKeys * d.head_dim * 2;
     const double split_stages = double(ceil_div(keys, kStageKeys) + 1) / n_splits;
     for (int r = 0; r < opt_.rows; ++r)
@@ -382,10 +393,13 @@ class Builder {
     const bool all_static = opt_.rows == 1 && static_experts == d.top_k;
     auto one_queue = [&](Opcode op, int tpe, double tile_bytes, double ready, int dyn_claims) -> double {
       const int n_static = static_experts * tpe;
+      std::vector<double> start(p_.work_sms());
+      for (int s = 0; s < p_.work_sms(); ++s) start[s] = std::max(p_.busy(s), ready);
       std::vector<std::pair<int, int>> ranges(p_.work_sms(), {0, 0});
       double static_end = ready;
-      if (n_static > 0) ranges = p_.split_static(ready, n_static, tile_bytes / p_.bw_sm(), &static_end);
-      const double left = std::max(0.0, n_exp * tpe - n_static) * tile_bytes;
+      const double rate = op == Opcode::kExpertGateUp ? opt_.expert_gu_rate : opt_.expert_down_rate;
+      if (n_static > 0) ranges = p_.split_static(ready, n_static, tile_bytes / (p_.bw_sm() * rate), &static_end);
+      const double left = std::max(0.0, n_exp * tpe - n_static) * tile_bytes / rate;
       const double done = std::max(static_end, left > 0 ? p_.fill(ready, left) : ready);
       for (int s = 0; s < p_.work_sms(); ++s) {
         Instruction in = make(op, l);
@@ -402,7 +416,7 @@ class Builder {
           in.wait[1] = {ctr_.gu_done(l, 0), expert_gu_tiles(d)};
           in.signal[0] = ctr_.down_done(l);  // per tile
         }
-        p_.place_on(s, in, 0);
+        p_.place_on(s, in, 0, start[s]);
       }
       return done;
     };
@@ -477,9 +491,15 @@ class Builder {
         }
     s_->sm_begin.assign(1, 0);
     s_->instrs.clear();
-    for (const auto& list : lists) {
-      s_->instrs.insert(s_->instrs.end(), list.begin(), list.end());
+    s_->est_start_ns.clear();
+    s_->est_end_ns.clear();
+    for (size_t sm = 0; sm < lists.size(); ++sm) {
+      s_->instrs.insert(s_->instrs.end(), lists[sm].begin(), lists[sm].end());
       s_->sm_begin.push_back(static_cast<uint32_t>(s_->instrs.size()));
+      for (const auto& [b, e] : p_.estimates()[sm]) {
+        s_->est_start_ns.push_back(float(b));
+        s_->est_end_ns.push_back(float(e));
+      }
     }
   }
 
@@ -495,6 +515,33 @@ class Builder {
 };
 
 }  // namespace
+
+void apply_cost_set(ScheduleOptions* o, int set) {
+  const ScheduleOptions def;
+  o->fitted_costs = set != 0;
+  o->norm_ns = def.norm_ns;
+  o->router_ns = def.router_ns;
+  o->route_ns = def.route_ns;
+  o->combine_ns = def.combine_ns;
+  o->attention_extra_ns = def.attention_extra_ns;
+  o->expert_gu_rate = def.expert_gu_rate;
+  o->expert_down_rate = def.expert_down_rate;
+  o->bucket_keys = def.bucket_keys;
+  if (set != 2) return;
+  // 9c2b8a8, bs 1 / 8K (bucket 16K), layers 5-44, medians from each
+  // instruction's wait to its end: router tile 3.65 us, route 7.39,
+  // combine 4.83, attention split (two 64-key stages in a sliding layer)
+  // 8.26 against the model's 6.21; the claim loops streamed ~27 (gate/up)
+  // and ~20 GB/s (down) an SM against the 34.8 of 4.6 TB/s over 132 SMs.
+  // A bucket serves key ranges in (bucket / 2, bucket].
+  o->router_ns = 3700;
+  o->route_ns = 7400;
+  o->combine_ns = 4800;
+  o->attention_extra_ns = 5600;
+  o->expert_gu_rate = 0.78;
+  o->expert_down_rate = 0.57;
+  o->bucket_keys = 0.75;
+}
 
 const char* opcode_name(Opcode op) {
   switch (op) {

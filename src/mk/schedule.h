@@ -107,12 +107,23 @@ struct ScheduleOptions {
   // it, and that KV group's attention waited ~10 us for them.
   bool fitted_costs = true;
   double norm_ns = 5000.0, router_ns = 5300.0, route_ns = 8200.0, combine_ns = 3000.0, attention_extra_ns = 3500.0;
+  // Expert tiles stream at these fractions of an SM's share of
+  // device_bytes_per_ns, and a full-attention layer's keys are taken as
+  // this fraction of the context bucket (1: the model before round 11).
+  double expert_gu_rate = 1.0, expert_down_rate = 1.0, bucket_keys = 1.0;
   // Tiles per instruction (consecutive tiles of one QKV group part / one
   // O-projection k-slice): one wait, one activation staging and one signal
   // for the run instead of per tile.
   int qkv_run = 1;
   int o_run = 4;
 };
+
+// The cost model's constants by MkTuning `costs`: 0 the uniform
+// per-instruction overhead, 1 fitted to the 9268f8a timeline (the values
+// above), 2 refit to the 9c2b8a8 timeline (round 11: the model put a bs 1 /
+// 8K layer at 40 us where it took 62, attention ending 0.8 us after the
+// route where it ended 6.3 us after; tools/plot_timeline.py --model).
+void apply_cost_set(ScheduleOptions* o, int set);
 
 struct Schedule {
   ScheduleOptions opt;
@@ -127,6 +138,11 @@ struct Schedule {
   std::vector<Instruction> instrs;
   // Estimated step time of the cost model (ns): a sanity figure for logs.
   double estimated_ns = 0;
+  // The cost model's start and end (ns) of every instruction (as instrs;
+  // claim instructions: from reaching the loop to the end of the tiles the
+  // model gave them), for comparing with a measured timeline
+  // (tools/plot_timeline.py --model).
+  std::vector<float> est_start_ns, est_end_ns;
 
   int n_sm() const { return static_cast<int>(sm_begin.size()) - 1; }
   std::span<const Instruction> sm_list(int sm) const {

@@ -904,7 +904,7 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
            {"gu_batch=-1", "gu_batch wants an integer in 0..64"},
            {"down_batch=65", "down_batch"},
            {"o_run=0", "o_run wants an integer in 1..64"},
-           {"costs=2", "costs wants an integer in 0..1"},
+           {"costs=3", "costs wants an integer in 0..2"},
            {"down_gate=-2", "down_gate"},
            {"async_signal=2", "async_signal wants an integer in 0..1"},
            {"static_pct=101", "static_pct wants an integer in 0..100"},

@@ -132,6 +132,32 @@ TEST(MkSchedule, ListsAreDeterministic) {
   EXPECT_EQ(0, std::memcmp(a.instrs.data(), b.instrs.data(), a.instrs.size() * sizeof(Instruction)));
 }
 
+// The cost model's estimates: one (start, end) per instruction, start <=
+// end, every SM's in list order, within the estimated step.
+TEST(MkSchedule, EstimatesCoverEveryInstructionInListOrder) {
+  const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
+  for (bool barrier : {false, true}) {
+    ScheduleOptions o;
+    o.rows = 1;
+    o.context = 8192;
+    o.barrier_between_phases = barrier;
+    o.static_pct = barrier ? 0 : 50;
+    auto s = build_schedule(make_dims(nmc, 64), make_layer_info(nmc), o);
+    ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+    ASSERT_EQ(s->est_start_ns.size(), s->instrs.size());
+    ASSERT_EQ(s->est_end_ns.size(), s->instrs.size());
+    for (int sm = 0; sm < s->n_sm(); ++sm) {
+      float prev_end = 0;
+      for (uint32_t i = s->sm_begin[sm]; i < s->sm_begin[sm + 1]; ++i) {
+        EXPECT_LE(s->est_start_ns[i], s->est_end_ns[i]) << describe(s->instrs[i]);
+        EXPECT_GE(s->est_start_ns[i], prev_end * (1 - 1e-6f)) << "SM " << sm << ": " << describe(s->instrs[i]);
+        EXPECT_LE(s->est_end_ns[i], s->estimated_ns * (1 + 1e-6));
+        prev_end = s->est_end_ns[i];
+      }
+    }
+  }
+}
+
 TEST(MkSchedule, BarrierAblationFinishes) {
   const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
   Schedule s = build(nmc, 2, 4096, 12, /*barrier=*/true);

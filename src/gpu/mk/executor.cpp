@@ -75,7 +75,7 @@ constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 0, 64},
                                        {"down_gate", &MkTuning::down_gate, -1, 8},
                                        {"qkv_run", &MkTuning::qkv_run, 1, 64},
                                        {"o_run", &MkTuning::o_run, 1, 64},
-                                       {"costs", &MkTuning::costs, 0, 1},
+                                       {"costs", &MkTuning::costs, 0, 2},
                                        {"attn_pct", &MkTuning::attn_pct, 10, 400},
                                        {"route_fast", &MkTuning::route_fast, 0, 1},
                                        {"down_slot_wait", &MkTuning::down_slot_wait, 0, 1},
@@ -107,7 +107,7 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
     if (!set || eq == std::string::npos)
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
                               "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, qkv_run=N, o_run=N, "
-                              "costs=0|1, attn_pct=10..400, route_fast=0|1, "
+                              "costs=0|1|2, attn_pct=10..400, route_fast=0|1, "
                               "down_slot_wait=0|1, head_sms=0..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
@@ -328,7 +328,7 @@ Result<MkExecutor::Cached*> MkExecutor::schedule_for(int rows, int context) {
   so.head_sms = opt_.tuning.head_sms;
   so.oproj_sms = opt_.tuning.o_sms;
   so.static_pct = opt_.tuning.static_pct;
-  so.fitted_costs = opt_.tuning.costs != 0;
+  ::ms::mk::apply_cost_set(&so, opt_.tuning.costs);
   so.plant_stuck_wait = opt_.plant_stuck_wait;
   MS_ASSIGN_OR_RETURN(::ms::mk::Schedule s, ::ms::mk::build_schedule(dims_, ::ms::mk::make_layer_info(cfg_), so));
   MS_RETURN_IF_ERROR(::ms::mk::check_schedule(s));

@@ -54,8 +54,9 @@ struct MkTuning {
   int gu_gate = 0;
   int down_gate = 0;
   // Schedule (mk::ScheduleOptions): tiles per QKV / O-projection
-  // instruction, and the placer's cost model (1: fitted to the timeline,
-  // 0: the uniform per-instruction overhead).
+  // instruction, and the placer's cost model (mk::apply_cost_set: 1 fitted
+  // to the 9268f8a timeline, 2 refit to 9c2b8a8's (round 11 experiment), 0
+  // the uniform per-instruction overhead).
   int qkv_run = 1;
   int o_run = 4;
   int costs = 1;
@@ -86,7 +87,7 @@ struct MkTuning {
 // "default" or "" (the shipped tuning), else comma-separated settings
 // applied to `base`: order=oproj_first|claims_first|oproj_between,
 // gu_batch=N, down_batch=N (0..64, 0: by rows), gu_gate=N, down_gate=N
-// (-1..8), qkv_run=N, o_run=N (1..64), costs=0|1, attn_pct=N (10..400),
+// (-1..8), qkv_run=N, o_run=N (1..64), costs=0|1|2, attn_pct=N (10..400),
 // route_fast=0|1, down_slot_wait=0|1, head_sms=0..4, o_sms=0..132,
 // local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100. An unknown or malformed setting is an error that names it.
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning base = {});
