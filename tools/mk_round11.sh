@@ -15,6 +15,7 @@ ALL="local_route=1,static_pct=100,down_slot_wait=1,gemv_warps=1,qkv_run=3,async_
 variants=(
   default
   async_signal=1
+  gemv_warps=1
   gemv_warps=1,qkv_run=3
   gemv_warps=1,qkv_run=3,async_signal=1
   static_pct=100
