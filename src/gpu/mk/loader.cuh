@@ -295,7 +295,6 @@ class Loader {
       if (lane_ == 0) acked = wait_ack() ? 1 : 0;
       ok_ = __shfl_sync(0xffffffffu, acked, 0) != 0;
       if (!ok_) return;
-      __syncwarp();
       // The layer's routing of the one row, as kRoute computes it: top-k by
       // route_token, the routed experts ascending (distinct within a row),
       // one member each. Published to the consumers once written. The
