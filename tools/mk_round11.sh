@@ -5,13 +5,13 @@
 # path at bs 1 and 8 / 8K in one process, and two timelines (the default
 # and everything together) with the cost model beside them.
 #   OUT=/dir tools/mk_round11.sh        (device machine, repo root, .deps carried)
-# ~500 s of the 600 a call may run (three checks of ~60 s; a failed check
+# ~560 s of the 600 a call may run (four checks of ~60 s; a failed check
 # leaves every variant holding its settings out of the bench);
 # ROUND11_QUICK=1 drops the async_signal / gemv_warps check to stay well
 # inside when the machine starts cold.
 set -uo pipefail
 export LD_LIBRARY_PATH=$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-ALL="local_route=1,static_pct=100,down_slot_wait=1,gemv_warps=1,qkv_run=3,async_signal=1"
+ALL="local_route=1,static_pct=100,down_slot_wait=1,gemv_warps=1,qkv_run=3,async_signal=1,down_window=1"
 variants=(
   default
   async_signal=1
@@ -28,10 +28,11 @@ variants=(
   "$ALL"
   "$ALL,costs=2"
   "attn_pct=50,$ALL,costs=2"
+  down_window=1
   head_sms=1
   attn_pct=50,route_fast=1
 )
-check="static_pct=100,down_slot_wait=1 local_route=1"
+check="static_pct=100,down_slot_wait=1 local_route=1 down_window=1"
 [ "${ROUND11_QUICK:-0}" = 1 ] || check="gemv_warps=1,qkv_run=3,async_signal=1 $check"
 MK_BATCHES=${MK_BATCHES:-1,8} MK_CHECK="$check" MK_VARIANTS="$(IFS=';'; echo "${variants[*]}")" \
   MK_TIMELINE="default $ALL,costs=2" tools/mk_speed.sh

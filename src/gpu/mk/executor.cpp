@@ -84,7 +84,8 @@ constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 0, 64},
                                        {"local_route", &MkTuning::local_route, 0, 1},
                                        {"async_signal", &MkTuning::async_signal, 0, 1},
                                        {"gemv_warps", &MkTuning::gemv_warps, 0, 1},
-                                       {"static_pct", &MkTuning::static_pct, 0, 100}};
+                                       {"static_pct", &MkTuning::static_pct, 0, 100},
+                                       {"down_window", &MkTuning::down_window, 0, 1}};
 }  // namespace
 
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
@@ -108,7 +109,7 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
                               "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, qkv_run=N, o_run=N, "
                               "costs=0|1|2, attn_pct=10..400, route_fast=0|1, "
-                              "down_slot_wait=0|1, head_sms=0..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100)");
+                              "down_slot_wait=0|1, head_sms=0..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
     if (val.empty() || *e != 0 || v < set->lo || v > set->hi)
@@ -417,6 +418,7 @@ Status MkExecutor::enqueue(const std::vector<SeqWork>& batch) {
   p.local_route = opt_.tuning.local_route;
   p.async_signal = opt_.tuning.async_signal;
   p.gemv_warps = opt_.tuning.gemv_warps;
+  p.down_window = opt_.tuning.down_window;
   MS_RETURN_IF_ERROR(mk::launch_megakernel(p, kv_map_, stream_));
   MS_CUDA_RETURN(cudaEventRecord(done_, stream_));
   ++epoch_;

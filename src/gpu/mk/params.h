@@ -149,6 +149,10 @@ struct Params {
   // Round 11 experiment: a gemv instruction of several tiles runs one warp
   // per tile (1) instead of the CTA on each tile in turn (0).
   int32_t gemv_warps = 0;
+  // Round 11 experiment: at batch > 2 the down loop runs one warp per tile
+  // with a window of two expert slots' member rows in the activation buffer
+  // (1) instead of the whole CTA on each tile (0).
+  int32_t down_window = 0;
   // kRoute at batch 1 writes the plan from the sorted top-k alone (1) or
   // by the general counts / compaction / member ranks (0).
   int32_t route_fast = 0;

@@ -103,6 +103,17 @@ struct Smem {
   int32_t lr_member[kRouteScratch];
   int32_t lr_layer;
   int32_t lr_ack;  // the consumers have copied the plan of layer lr_ack - 1 (the loader may rewrite lr_*)
+  // Params::down_window (batch > 2): the down loop's two activation regions
+  // of one expert slot's member rows each. Run c of the loop (consecutive
+  // tiles of one slot) uses region c % 2: win_tag[r] = c + 1 once its rows
+  // are staged, win_done[r] counts its tiles done (the region is free for
+  // run c + 2 once all of run c's are). win[w]: warp w's copy of the run
+  // bookkeeping (every warp sees every header, so all agree).
+  int32_t win_tag[2];
+  int32_t win_done[2];
+  struct WinRun {
+    int32_t run, slot, len, len_prev, len_prev2, pad[3];
+  } win[kConsumerWarps];
   SigEntry sig[kSigSlots];
   uint64_t sig_full[kSigSlots];
   uint64_t sig_empty[kSigSlots];

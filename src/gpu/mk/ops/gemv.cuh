@@ -583,8 +583,71 @@ constexpr int kSlotRows = 2;
 // activation buffer (warp w: rows [w x kSlotRows, (w + 1) x kSlotRows) at
 // `stride`) when its slot changes. A gate/up loop signals each tile as it
 // ends (a slot completes while the loops still run) instead of tallying.
+// Params::down_window (batch > 2, a slot's members do not fit beside the
+// others'): warp w's part of a down tile's window bookkeeping (every warp
+// calls it for every tile, in loop order; see Smem::win). The owner of a
+// run's first tile waits until the region's previous run (two runs back)
+// is done, stages the slot's member rows there and publishes them; the
+// owners of the run's other tiles wait for that. Returns the region's
+// address, or 0 when the warp gave up (drain).
+__device__ __forceinline__ uint32_t window_rows(Ctx& c, int tile, int tpe, bool mine, uint32_t act_base, int stride) {
+  const Params& p = c.p;
+  const int lane = lane_id();
+  Smem::WinRun& ws = c.s.win[c.warp()];
+  const int slot = clamp_sel(tile / tpe);
+  if (lane == 0) {
+    if (ws.run < 0 || slot != ws.slot) {  // a new run (every warp sees it at the same tile)
+      ws.len_prev2 = ws.len_prev;
+      ws.len_prev = ws.len;
+      ws.len = 0;
+      ++ws.run;
+      ws.slot = slot;
+    }
+    ++ws.len;
+  }
+  __syncwarp();
+  const int run = ws.run, r = run & 1;
+  const uint32_t rows0 = act_base + uint32_t(r * kMaxRows * stride);
+  if (!mine) return rows0;
+  int ok = 1;
+  if (lane == 0) {
+    volatile int32_t* done = &c.s.win_done[r];
+    volatile int32_t* tag = &c.s.win_tag[r];
+    const bool first = ws.len == 1;
+    const int32_t want = first ? ws.len_prev2 : run + 1;
+    for (uint32_t it = 0; (first ? *done : *tag) != want; ++it) {
+      __nanosleep(32);
+      if ((it & 255) == 255 && aborted(p)) {
+        ok = 0;
+        break;
+      }
+    }
+    __threadfence_block();  // the region's readers done (first) / its rows staged (the others)
+    if (ok && first) *done = 0;
+  }
+  ok = __shfl_sync(0xffffffffu, ok, 0);
+  __syncwarp();
+  if (!ok) return 0;
+  if (ws.len == 1) {  // stage the slot's member rows, then publish them
+    const ClaimPlan& cp = claim_plan(c.s);
+    const int I = p.dims.moe_ffn;
+    const int off = clamp_sel(cp.offset[slot]), cnt = min(cp.count[slot], kMaxRows);
+    for (int n = 0; n < cnt; ++n) {
+      const uint16_t* src = p.moe_act + int64_t(cp.member[clamp_sel(off + n)]) * I;
+      for (int q = lane; q < I / 8; q += 32) cp_async_16(rows0 + uint32_t(n * stride + q * 16), src + q * 8);
+    }
+    cp_async_wait_all();
+    __syncwarp();
+    if (lane == 0) {
+      __threadfence_block();
+      *reinterpret_cast<volatile int32_t*>(&c.s.win_tag[r]) = run + 1;
+    }
+  }
+  return rows0;
+}
+
 __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, uint32_t act_base, int stride,
-                                                 bool slot_wait = false) {
+                                                 bool slot_wait = false, bool window = false) {
   const Params& p = c.p;
   const Dims& d = p.dims;
   const bool gu = in.op == Opcode::kExpertGateUp;
@@ -609,8 +672,18 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
     // would sit in registers through the ring waits, code at the register
     // ceiling).
     uint32_t b_lane = act_base + member_row(c, tile, tpe, gu, n_src) * stride + ((lane >> 3) & 1) * 16;
-    // The warp's vote: the branch below holds full-warp shuffles.
-    if (slot_wait && __any_sync(0xffffffffu, c.drain)) c.drain = true;
+    // The warp's vote: the branches below hold full-warp shuffles.
+    if ((slot_wait || window) && __any_sync(0xffffffffu, c.drain)) c.drain = true;
+    if (window) {
+      const uint32_t rows0 = c.drain ? 0u : window_rows(c, tile, tpe, mine, act_base, stride);
+      if (rows0 == 0) {
+        c.drain = true;
+      } else {
+        const int slot = clamp_sel(tile / tpe), n = lane & 7;
+        const int cnt = max(min(cp.count[slot], kMaxRows), 1);
+        b_lane = rows0 + uint32_t((n < cnt ? n : 0) * stride) + ((lane >> 3) & 1) * 16;
+      }
+    }
     if (slot_wait && !gu && mine && !c.drain) {
       const int slot = clamp_sel(tile / tpe);
       const int off = clamp_sel(cp.offset[slot]), cnt = min(cp.count[slot], kSlotRows);
@@ -681,6 +754,13 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
       if (lane == 0) red_release_add(p.counters + in.signal[0] + uint32_t(slot), 1u);
     } else if (lane == 0) {
       atomicAdd(&c.s.claim_tally[gu ? slot : 0], 1);
+    }
+    if (window) {  // this tile's reads of its region are done (the mma is in registers)
+      __syncwarp();
+      if (lane == 0) {
+        __threadfence_block();
+        atomicAdd(&c.s.win_done[c.s.win[w].run & 1], 1);
+      }
     }
   }
 }
@@ -755,6 +835,17 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
       wait_all_slots(c, in);
       c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, 1022), p.moe_act, I, nullptr, n_sel, 0, I, stride);
       claim_loop_warps(c, in, act_base, stride);
+    } else if (p.down_window && I % 8 == 0 && 2 * kMaxRows * stride <= kActBytes) {
+      // One warp per tile with two slots' member rows in the buffer (Smem::win).
+      wait_all_slots(c, in);
+      if (c.tid() == 0) {
+        c.s.win_tag[0] = c.s.win_tag[1] = 0;
+        c.s.win_done[0] = c.s.win_done[1] = 0;
+        for (int w = 0; w < kConsumerWarps; ++w) c.s.win[w] = Smem::WinRun{-1, -1, 0, 0, 0, {0, 0, 0}};
+      }
+      c.act = 0;
+      consumer_sync();
+      claim_loop_warps(c, in, act_base, stride, false, true);
     } else {
       wait_all_slots(c, in);
       claim_loop_cta(c, in);
