@@ -106,13 +106,14 @@ struct Smem {
   // Params::down_window (batch > 2): the down loop's two activation regions
   // of one expert slot's member rows each. Run c of the loop (consecutive
   // tiles of one slot) uses region c % 2: win_tag[r] = c + 1 once its rows
-  // are staged, win_done[r] counts its tiles done (the region is free for
-  // run c + 2 once all of run c's are). win[w]: warp w's copy of the run
-  // bookkeeping (every warp sees every header, so all agree).
+  // are staged, win_done[r] counts the region's tiles done in this loop (it
+  // is free for run c + 2 once the count covers every earlier run of it).
+  // win[w]: warp w's copy of the run bookkeeping (every warp sees every
+  // header, so all agree).
   int32_t win_tag[2];
   int32_t win_done[2];
   struct WinRun {
-    int32_t run, slot, len, len_prev, len_prev2, pad[3];
+    int32_t run, slot, len, cum[2], pad[3];  // cum[r]: tiles of the finished runs of region r
   } win[kConsumerWarps];
   SigEntry sig[kSigSlots];
   uint64_t sig_full[kSigSlots];

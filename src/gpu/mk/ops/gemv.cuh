@@ -586,10 +586,13 @@ constexpr int kSlotRows = 2;
 // Params::down_window (batch > 2, a slot's members do not fit beside the
 // others'): warp w's part of a down tile's window bookkeeping (every warp
 // calls it for every tile, in loop order; see Smem::win). The owner of a
-// run's first tile waits until the region's previous run (two runs back)
-// is done, stages the slot's member rows there and publishes them; the
-// owners of the run's other tiles wait for that. Returns the region's
-// address, or 0 when the warp gave up (drain).
+// run's first tile waits until every earlier run of the region is done
+// (win_done, never reset within the loop, against the warp's running total
+// of those runs' tiles: a count reset per run could be read by the run
+// after next before the run in between reset it; round 11 review, found by
+// a model of the protocol), stages the slot's member rows there and
+// publishes them; the owners of the run's other tiles wait for that.
+// Returns the region's address, or 0 when the warp gave up (drain).
 __device__ __forceinline__ uint32_t window_rows(Ctx& c, int tile, int tpe, bool mine, uint32_t act_base, int stride) {
   const Params& p = c.p;
   const int lane = lane_id();
@@ -597,8 +600,7 @@ __device__ __forceinline__ uint32_t window_rows(Ctx& c, int tile, int tpe, bool 
   const int slot = clamp_sel(tile / tpe);
   if (lane == 0) {
     if (ws.run < 0 || slot != ws.slot) {  // a new run (every warp sees it at the same tile)
-      ws.len_prev2 = ws.len_prev;
-      ws.len_prev = ws.len;
+      if (ws.run >= 0) ws.cum[ws.run & 1] += ws.len;
       ws.len = 0;
       ++ws.run;
       ws.slot = slot;
@@ -614,16 +616,23 @@ __device__ __forceinline__ uint32_t window_rows(Ctx& c, int tile, int tpe, bool 
     volatile int32_t* done = &c.s.win_done[r];
     volatile int32_t* tag = &c.s.win_tag[r];
     const bool first = ws.len == 1;
-    const int32_t want = first ? ws.len_prev2 : run + 1;
+    const int32_t want = first ? ws.cum[r] : run + 1;  // first: every earlier run of the region done (monotonic count)
+    const uint64_t t0 = global_timer();
     for (uint32_t it = 0; (first ? *done : *tag) != want; ++it) {
       __nanosleep(32);
-      if ((it & 255) == 255 && aborted(p)) {
-        ok = 0;
-        break;
+      if ((it & 255) == 255) {
+        if (aborted(p)) {
+          ok = 0;
+          break;
+        }
+        if (p.watchdog_ns && global_timer() - t0 > 2 * p.watchdog_ns) {  // as a stage wait: its cause reports first
+          report(p, kErrStageTimeout, c.at, 0xffffffffu, first ? *done : *tag, want, 0);
+          ok = 0;
+          break;
+        }
       }
     }
     __threadfence_block();  // the region's readers done (first) / its rows staged (the others)
-    if (ok && first) *done = 0;
   }
   ok = __shfl_sync(0xffffffffu, ok, 0);
   __syncwarp();
@@ -712,7 +721,7 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
     float4* acc_slot = reinterpret_cast<float4*>(c.s.scratch) + w * 32 + lane;
     const int row_bytes = gu ? kRowBytes : ::ms::mk::expert_down_row_bytes(d);
     const int blocks = gu ? 1 : (d.down_rows + kTileRows - 1) / kTileRows;
-    const bool ok = warp_tile(c, tile, K, mine, b_lane, acc_slot, true, row_bytes, blocks);
+    const bool ok = warp_tile(c, tile, K, mine && !c.drain, b_lane, acc_slot, true, row_bytes, blocks);
     if (!mine || !ok || c.drain) continue;
     // Outputs from the accumulators: lane (g, t) holds rows g, g + 8 of
     // columns (members) 2t, 2t + 1.
@@ -841,7 +850,7 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
       if (c.tid() == 0) {
         c.s.win_tag[0] = c.s.win_tag[1] = 0;
         c.s.win_done[0] = c.s.win_done[1] = 0;
-        for (int w = 0; w < kConsumerWarps; ++w) c.s.win[w] = Smem::WinRun{-1, -1, 0, 0, 0, {0, 0, 0}};
+        for (int w = 0; w < kConsumerWarps; ++w) c.s.win[w] = Smem::WinRun{-1, -1, 0, {0, 0}, {0, 0, 0}};
       }
       c.act = 0;
       consumer_sync();
