@@ -138,7 +138,7 @@ class Placer {
     for (int k = 0; k < n; ++k) {
       int best = 0;
       for (int s = 1; s < S; ++s)
-        if (t[s] + tile_ns < t[best] + tile_ns) best = s;
+        if (t[s] < t[best]) best = s;
       t[best] += tile_ns;
       ++count[best];
     }
