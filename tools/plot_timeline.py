@@ -136,6 +136,11 @@ def summary(src, layers=None):
         print(f"{op:16} {len(v):6d} {fmt(span):>9} {fmt(wait):>7} {fmt(to_data):>8} {fmt(rest):>7} {fmt(lead):>7} "
               f"{'-' if tiles is None else tiles:>6} {fmt(per):>9} {fmt(stall):>7} {fmt(signal):>7}")
     phases(ins)
+    if layers:  # the chain of a layer needs the previous layer's down tiles
+        lo, hi = (int(x) for x in layers.split("-"))
+        head_chain(load(src)["instructions"], lo, hi)
+    else:
+        head_chain(ins)
 
 
 def phases(ins):
@@ -164,6 +169,37 @@ def phases(ins):
             print(f"  {op:16} {a:7.1f} {r:7.1f} {e:7.1f}")
         claims(v, t0)
         occupancy(v, t0)
+
+
+def head_chain(ins, lo=None, hi=None):
+    """The serial head of each MoE layer measured from the previous layer's
+    last expert down tile (us): its norm's end, the router tiles' last end,
+    the route's ready and end, the gate/up loops' first claim and first data,
+    and the MoE phase from that first claim to the layer's last down tile."""
+    rows = []
+    for layer in sorted({i["layer"] for i in ins}):
+        if lo is not None and not lo <= layer <= hi:
+            continue
+        prev = [i for i in ins if i["layer"] == layer - 1 and i["op"] == "expert_down"]
+        gu = [i for i in ins if i["layer"] == layer and i["op"] == "expert_gate_up"]
+        down = [i for i in ins if i["layer"] == layer and i["op"] == "expert_down"]
+        route = [i for i in ins if i["layer"] == layer and i["op"] == "route"]
+        if not prev or not gu or not down or not route:
+            continue
+        t0 = max(i["end_ns"] for i in prev)
+        norm = max(i["end_ns"] for i in ins if i["layer"] == layer and i["op"] == "norm")
+        router = max(i["end_ns"] for i in ins if i["layer"] == layer and i["op"] == "router")
+        claim = min(i["issue_ns"] for i in gu if i.get("issue_ns")) if any(i.get("issue_ns") for i in gu) else None
+        data = min(i["data_ns"] for i in gu if i.get("data_ns")) if any(i.get("data_ns") for i in gu) else None
+        end = max(i["end_ns"] for i in down)
+        us = lambda t: "-" if t is None else f"{(t - t0) / 1000:6.1f}"
+        moe = "-" if claim is None else f"{(end - claim) / 1000:6.1f}"
+        rows.append(f"  {layer:5d} {us(norm)} {us(router)} {us(min(i['ready_ns'] for i in route))} "
+                    f"{us(max(i['end_ns'] for i in route))} {us(claim)} {us(data)} {moe}")
+    if rows:
+        print("serial head from the previous layer's last down tile (us): layer, norm end, routers end, route ready, "
+              "route end, gate/up first claim, first data; then first claim -> last down tile")
+        print("\n".join(rows))
 
 
 def pct(v, qs=(0, 0.1, 0.5, 0.9, 1)):
