@@ -153,6 +153,21 @@ void GpuBackend::record(const Route& r, double ms) {
   if (line) MS_LOG(Info) << "gpu: " << *line;
 }
 
+// A failure the kernel reported itself (it ended, so the device is usable)
+// or one before the launch turns the megakernel off and the step runs again
+// on the layered path, which rewrites the same KV slots: auto serves on.
+// A device fault or a wedged kernel stays the step's error (the layered
+// path would queue behind it). An explicit --decode-backend megakernel
+// keeps failing: its user asked for that path.
+bool GpuBackend::fall_back(const Status& why) {
+  if (!auto_ || (mk_->failed() && !mk_->failed_cleanly())) return false;
+  MS_LOG(Error) << "gpu: decode auto: the megakernel failed (" << why.message()
+                << "); decode steps run on the layered path from now on";
+  auto_.reset();
+  mk_ = nullptr;
+  return true;
+}
+
 namespace {
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -163,7 +178,16 @@ Status GpuBackend::step(const std::vector<SeqWork>& batch, StepResult* out) {
   MS_RETURN_IF_ERROR(bind_device());
   const auto t0 = std::chrono::steady_clock::now();
   const Route r = route(batch);
-  MS_RETURN_IF_ERROR(r.mk ? mk_->step(batch, out) : layered_->step(batch, out));
+  if (r.mk) {
+    const Status st = mk_->step(batch, out);
+    if (st.is_ok()) {
+      record(r, ms_since(t0));
+      return st;
+    }
+    if (!fall_back(st)) return st;
+    return layered_->step(batch, out);
+  }
+  MS_RETURN_IF_ERROR(layered_->step(batch, out));
   record(r, ms_since(t0));
   return Status::ok();
 }
@@ -176,16 +200,23 @@ Status GpuBackend::step_sample(const std::vector<SeqWork>& batch, const std::vec
   out->assign(batch.size(), SampleResult{});
   const auto t0 = std::chrono::steady_clock::now();
   const Route r = route(batch);
+  auto layered = [&]() {
+    return layered_->forward(batch, [&](const float* logits, const std::vector<int>& rows) {
+      return sampler_->sample(logits, rows, specs, layered_->stream(), out);
+    });
+  };
   if (r.mk) {
-    MS_RETURN_IF_ERROR(mk_->enqueue(batch));
-    MS_RETURN_IF_ERROR(mk_->finish());
+    Status st = mk_->enqueue(batch);
+    if (st.is_ok()) st = mk_->finish();
+    if (!st.is_ok()) return fall_back(st) ? layered() : st;
     std::vector<int> rows(batch.size());
     for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i);
     MS_RETURN_IF_ERROR(sampler_->sample(mk_->logits(), rows, specs, mk_->stream(), out));
   } else {
-    MS_RETURN_IF_ERROR(layered_->forward(batch, [&](const float* logits, const std::vector<int>& rows) {
-      return sampler_->sample(logits, rows, specs, layered_->stream(), out);
-    }));
+    MS_RETURN_IF_ERROR(layered());
+    // A timed step is over when its GPU work is (a step that samples no row
+    // has not waited for it).
+    if (r.timed) MS_CUDA_RETURN(cudaStreamSynchronize(layered_->stream()));
   }
   record(r, ms_since(t0));  // the sampled results are on the host: the step is over
   return Status::ok();

@@ -81,7 +81,9 @@ class GpuBackend final : public Backend {
   // Switches decode steps between the executors (benchmarks: one backend,
   // both paths side by side). kMegakernel and kAuto need the executor created.
   Status set_decode_path(DecodePath p);
-  // kAuto: what it measured and chose per (rows, context bucket); empty otherwise.
+  // kAuto: what it measured and chose per (rows, context bucket); empty
+  // otherwise. The engine thread updates it: call it there, or with the
+  // engine stopped.
   std::vector<::ms::mk::DecodeChooser::KeyState> decode_choices() const {
     return auto_ ? auto_->state() : std::vector<::ms::mk::DecodeChooser::KeyState>{};
   }
@@ -108,6 +110,10 @@ class GpuBackend final : public Backend {
   };
   Route route(const std::vector<SeqWork>& batch);
   void record(const Route& r, double ms);
+  // kAuto, after the megakernel failed a step with `why`: true when the
+  // step is to be run again on the layered path (the megakernel is then off
+  // for this process); false: the failure is the step's.
+  bool fall_back(const Status& why);
 
   int device_ = 0;
   std::string kv_plan_;

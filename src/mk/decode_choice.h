@@ -1,11 +1,14 @@
 // The decode path of a step when the server runs both (--decode-backend
 // auto): per (decode rows, context bucket), the megakernel and the layered
-// path are each timed on a few real steps, and later steps take the one whose
-// recent steps were faster, re-timing the other now and then (the batch's
-// make-up and the machine drift). The times are the steps' wall time as the
-// engine sees it (launch, the GPU, sampling), so what is compared is the
-// time per output token a user gets. Plain C++: the engine's GPU backend
-// asks it, the tests drive it with made-up times.
+// path are each timed on a few real steps (alternately, so both see the same
+// stretch of the batch's life), and later steps take the one whose recent
+// steps were faster. The other path is re-timed now and then on a fresh
+// window of steps (the batch's make-up and the machine drift), and the
+// choice only changes when the other path is faster by a margin, so two
+// near-equal paths do not flip back and forth. The times are the steps' wall
+// time as the engine sees it (launch, the GPU, sampling), so what is
+// compared is the time per output token a user gets. Plain C++: the
+// engine's GPU backend asks it, the tests drive it with made-up times.
 #pragma once
 
 #include <map>
@@ -23,7 +26,9 @@ struct DecodeChooserOptions {
   int warmup = 1;           // first steps of a path at a key not counted (list build, graph capture)
   int samples = 5;          // recent steps per path whose median decides
   int explore_every = 500;  // steps on the chosen path before the other is re-timed
-  int explore_steps = 2;    // steps the other path then takes
+  // The choice changes only when the other path's median is this fraction
+  // faster than the chosen one's (the first choice takes the faster).
+  double switch_margin = 0.03;
 };
 
 class DecodeChooser {
@@ -48,7 +53,7 @@ class DecodeChooser {
 
  private:
   struct PathStats {
-    int seen = 0;
+    int seen = 0;                // steps recorded at this key (saturates)
     std::vector<double> recent;  // the last `samples` counted steps, oldest first
     double median() const;
   };
@@ -56,10 +61,12 @@ class DecodeChooser {
     PathStats path[2];
     bool decided = false;
     DecodeChoice best = DecodeChoice::kLayered;
-    int since_explore = 0;  // steps on `best` since the other path was last timed
-    int exploring = 0;      // steps the other path still takes
+    int since_explore = 0;  // steps on `best` since the other path was last re-timed
+    int exploring = 0;      // steps the other path still takes in its re-timing
   };
-  bool timed(const PathStats& s) const { return s.seen >= opt_.warmup + opt_.samples; }
+  bool timed(const PathStats& s) const {
+    return s.seen >= opt_.warmup + opt_.samples && static_cast<int>(s.recent.size()) >= opt_.samples;
+  }
 
   DecodeChooserOptions opt_;
   std::map<std::pair<int, int>, Key> keys_;
