@@ -596,6 +596,44 @@ TEST(MkTimeline, RecordsEveryInstruction) {
   }
 }
 
+// One greedy request of 8 tokens through an engine on `gpu`: whether it
+// ended within 20 s, its error, the tokens it got, and the engine's health
+// after it.
+struct OneRequest {
+  bool finished = false;
+  Status error;
+  int tokens = 0;
+  EngineStats stats;
+};
+OneRequest run_one_request(std::unique_ptr<GpuBackend> gpu, const std::string& id) {
+  OneRequest out;
+  EngineOptions eo;
+  eo.max_batch = 4;
+  auto engine = make_engine(std::move(gpu), eo);
+  EXPECT_TRUE(engine.is_ok()) << engine.status().to_string();
+  if (!engine.is_ok()) return out;
+  Request req;
+  req.id = id;
+  req.prompt = {1, 2, 3, 4, 5};
+  req.max_tokens = 8;
+  req.sampling.temperature = 0;
+  req.channel = std::make_shared<RequestChannel>();
+  auto ch = req.channel;
+  EXPECT_TRUE((*engine)->submit(std::move(req)).is_ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!out.finished && std::chrono::steady_clock::now() < deadline)
+    for (auto& item : ch->pop_all(50)) {
+      out.tokens += item.token ? 1 : 0;
+      if (item.finish) {
+        out.finished = true;
+        out.error = item.finish->error;
+      }
+    }
+  out.stats = (*engine)->stats();
+  (*engine)->shutdown();
+  return out;
+}
+
 TEST(MkWatchdog, StuckWaitFailsTheStepAndMakesTheEngineUnhealthy) {
   MS_GPU_TEST_GUARD();
   auto model = make_mini(minis()[0]);
@@ -623,33 +661,11 @@ TEST(MkWatchdog, StuckWaitFailsTheStepAndMakesTheEngineUnhealthy) {
   // Through the engine: the request gets an error and the engine reports unhealthy with the reason.
   auto gpu = GpuBackend::create((*model)->config, (*model)->weights, o);
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
-  EngineOptions eo;
-  eo.max_batch = 4;
-  auto engine = make_engine(std::move(*gpu), eo);
-  ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
-  Request req;
-  req.id = "watchdog";
-  req.prompt = {1, 2, 3, 4, 5};
-  req.max_tokens = 8;
-  req.sampling.temperature = 0;
-  req.channel = std::make_shared<RequestChannel>();
-  auto ch = req.channel;
-  ASSERT_OK((*engine)->submit(std::move(req)));
-  bool finished = false;
-  Status error;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!finished && std::chrono::steady_clock::now() < deadline)
-    for (auto& item : ch->pop_all(50))
-      if (item.finish) {
-        finished = true;
-        error = item.finish->error;
-      }
-  ASSERT_TRUE(finished) << "the request did not end";
-  EXPECT_FALSE(error.is_ok());
-  const EngineStats stats = (*engine)->stats();
-  EXPECT_FALSE(stats.healthy);
-  EXPECT_NE(stats.unhealthy_reason.find("watchdog"), std::string::npos) << stats.unhealthy_reason;
-  (*engine)->shutdown();
+  const OneRequest got = run_one_request(std::move(*gpu), "watchdog");
+  ASSERT_TRUE(got.finished) << "the request did not end";
+  EXPECT_FALSE(got.error.is_ok());
+  EXPECT_FALSE(got.stats.healthy);
+  EXPECT_NE(got.stats.unhealthy_reason.find("watchdog"), std::string::npos) << got.stats.unhealthy_reason;
 }
 
 // --decode-backend auto: the same planted wait makes the megakernel abort
@@ -679,35 +695,11 @@ TEST(MkWatchdog, AutoFallsBackToTheLayeredPathAndStaysHealthy) {
   }
   auto gpu = GpuBackend::create((*model)->config, (*model)->weights, o);
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
-  EngineOptions eo;
-  eo.max_batch = 4;
-  auto engine = make_engine(std::move(*gpu), eo);
-  ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
-  Request req;
-  req.id = "auto-fallback";
-  req.prompt = {1, 2, 3, 4, 5};
-  req.max_tokens = 8;
-  req.sampling.temperature = 0;
-  req.channel = std::make_shared<RequestChannel>();
-  auto ch = req.channel;
-  ASSERT_OK((*engine)->submit(std::move(req)));
-  bool finished = false;
-  Status error;
-  int tokens = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!finished && std::chrono::steady_clock::now() < deadline)
-    for (auto& item : ch->pop_all(50)) {
-      tokens += item.token ? 1 : 0;
-      if (item.finish) {
-        finished = true;
-        error = item.finish->error;
-      }
-    }
-  ASSERT_TRUE(finished) << "the request did not end";
-  EXPECT_TRUE(error.is_ok()) << error.to_string();
-  EXPECT_EQ(tokens, 8);
-  EXPECT_TRUE((*engine)->stats().healthy) << (*engine)->stats().unhealthy_reason;
-  (*engine)->shutdown();
+  const OneRequest got = run_one_request(std::move(*gpu), "auto-fallback");
+  ASSERT_TRUE(got.finished) << "the request did not end";
+  EXPECT_TRUE(got.error.is_ok()) << got.error.to_string();
+  EXPECT_EQ(got.tokens, 8);
+  EXPECT_TRUE(got.stats.healthy) << got.stats.unhealthy_reason;
 }
 
 // ---- Full North Mini Code shape ----
