@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 11's serving check: `bench serve` TPOT against the bench's step time,
 # per decode path. For each path of DECODE_BACKENDS (default "layered
-# megakernel") it serves MODEL (default the full North Mini Code shape with
+# megakernel"; "auto" also prints what it chose) it serves MODEL (default the full North Mini Code shape with
 # --load-format dummy: random weights generated on the GPU, no checkpoint),
 # waits for /health ready, and runs `bench serve` at each concurrency of CONCS
 # (default "1 8") with token prompts of IN tokens (default 1024) and OUT_LEN
@@ -59,13 +59,16 @@ for b in ${DECODE_BACKENDS:-layered megakernel}; do
   done
   kill -TERM "$srv" 2>/dev/null
   wait "$srv" 2>/dev/null
+  # --decode-backend auto: what it timed and chose per batch size and context.
+  grep -E "decode auto:" "$OUT/serve_$b.log" | sed "s/^/serve $b: /" | tee -a "$summary"
 done
 # The step time of the same paths at those batches and the context reached.
 ctx=$(( (IN + OUT_LEN + 1023) / 1024 ))K
 batches=$(echo ${CONCS:-1 8} | tr ' ' ',')
-if [ "$BACKEND" != ref ] && [ "$MODEL" = models/configs/north-mini-code ]; then
+paths=$(echo ${DECODE_BACKENDS:-layered megakernel} | tr ' ' '\n' | grep -vx auto | paste -sd ,)  # auto: not a bench path
+if [ "$BACKEND" != ref ] && [ "$MODEL" = models/configs/north-mini-code ] && [ -n "$paths" ]; then
   "$M" bench decode --random nmc-full --batch "$batches" --context "$ctx" \
-    --decode-backend "$(echo ${DECODE_BACKENDS:-layered megakernel} | tr ' ' ',')" --json "$OUT/bench_decode.json" \
+    --decode-backend "$paths" --json "$OUT/bench_decode.json" \
     2> "$OUT/bench_decode.log" | tee -a "$summary"
 fi
 # The device tool returns at most 8 files: everything in $OUT goes into

@@ -137,6 +137,9 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
   for (const std::string& n : path_names) {
     auto p = gpu::parse_decode_path(n);
     if (!p.is_ok()) return fail(invalid_argument("flag --decode-backend: " + p.status().message()));
+    if (*p == gpu::DecodePath::kAuto)
+      return fail(invalid_argument("flag --decode-backend: bench decode times each path on its own; 'auto' is for "
+                                   "serve and generate"));
     paths.push_back(*p);
   }
   std::vector<gpu::MkTuning> variants;

@@ -20,7 +20,7 @@ int cmd_generate(const std::vector<std::string>& args) {
       .add("prompt-ids", "prompt as comma-separated token ids", "")
       .add("max-tokens", "tokens to generate", "32");
   add_backend_flags(f);
-  f.add("decode-backend", "cuda: decode steps on the megakernel or the layered kernels", "layered")
+  f.add("decode-backend", "cuda: decode steps on the megakernel, the layered kernels, or auto", "layered")
       .add("prefill-chunk", "prompt tokens per step (0: whole prompt)", "0")
       .add("block-size", "KV block size in tokens", "64")
       .add("threads", "CPU threads for the ref backend (0: all)", "0")

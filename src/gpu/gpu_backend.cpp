@@ -1,5 +1,7 @@
 #include "gpu/gpu_backend.h"
 
+#include <chrono>
+
 #include "core/log.h"
 #include "engine/kv_sizing.h"
 #include "gpu/common/cuda_check.h"
@@ -9,14 +11,15 @@ namespace ms::gpu {
 Result<DecodePath> parse_decode_path(const std::string& s) {
   if (s == "layered") return DecodePath::kLayered;
   if (s == "megakernel") return DecodePath::kMegakernel;
-  return invalid_argument("unknown decode backend '" + s + "' (available: megakernel, layered)");
+  if (s == "auto") return DecodePath::kAuto;
+  return invalid_argument("unknown decode backend '" + s + "' (available: megakernel, layered, auto)");
 }
 
 Status GpuBackend::init_executors(const GpuBackendOptions& opt) {
   LayeredOptions lo = opt.layered;
   lo.max_context = opt.max_context;
   MS_ASSIGN_OR_RETURN(layered_, LayeredExecutor::create(*model_, lo));
-  if (opt.decode == DecodePath::kMegakernel) {
+  if (opt.decode == DecodePath::kMegakernel || opt.decode == DecodePath::kAuto) {
     MkOptions mo = opt.mk;
     mo.max_context = opt.max_context;
     Status why = MkExecutor::check_supported(model_->config(), opt.block_size);
@@ -44,6 +47,7 @@ Status GpuBackend::init_executors(const GpuBackendOptions& opt) {
   if (mk_all_) {
     MS_RETURN_IF_ERROR(mk_all_->bind_kv());
     mk_ = mk_all_.get();
+    if (opt.decode == DecodePath::kAuto) auto_ = std::make_unique<::ms::mk::DecodeChooser>();
   }
   sampler_ = std::make_unique<DeviceSampler>(model_->config().vocab_size);
   MS_LOG(Info) << "gpu: " << model_->weight_bytes() / (1 << 20) << " MiB of weights, " << model_->kv_bytes() / (1 << 20)
@@ -114,19 +118,78 @@ BackendLimits GpuBackend::limits() const {
 }
 
 Status GpuBackend::set_decode_path(DecodePath p) {
-  if (p == DecodePath::kMegakernel) {
+  if (p == DecodePath::kMegakernel || p == DecodePath::kAuto) {
     if (!mk_all_) return unavailable("the megakernel executor was not created for this model");
     mk_ = mk_all_.get();
+    if (p == DecodePath::kAuto && !auto_) auto_ = std::make_unique<::ms::mk::DecodeChooser>();
+    if (p == DecodePath::kMegakernel) auto_.reset();
   } else {
     mk_ = nullptr;
+    auto_.reset();
   }
   return Status::ok();
 }
 
+GpuBackend::Route GpuBackend::route(const std::vector<SeqWork>& batch) {
+  Route r;
+  if (!mk_ || !mk_->accepts(batch)) return r;
+  if (!auto_) {
+    r.mk = true;
+    return r;
+  }
+  int keys = 1;
+  for (const SeqWork& w : batch) keys = std::max(keys, w.start_pos + 1);
+  r.timed = true;
+  r.rows = static_cast<int>(batch.size());
+  r.bucket = ::ms::mk::context_bucket(keys);
+  r.mk = auto_->pick(r.rows, r.bucket) == ::ms::mk::DecodeChoice::kMegakernel;
+  return r;
+}
+
+void GpuBackend::record(const Route& r, double ms) {
+  if (!r.timed || !auto_) return;
+  using ::ms::mk::DecodeChoice;
+  auto line = auto_->record(r.rows, r.bucket, r.mk ? DecodeChoice::kMegakernel : DecodeChoice::kLayered, ms);
+  if (line) MS_LOG(Info) << "gpu: " << *line;
+}
+
+// A failure the kernel reported itself (it ended, so the device is usable)
+// or one before the launch turns the megakernel off and the step runs again
+// on the layered path, which rewrites the same KV slots: auto serves on.
+// A device fault or a wedged kernel stays the step's error (the layered
+// path would queue behind it). An explicit --decode-backend megakernel
+// keeps failing: its user asked for that path.
+bool GpuBackend::fall_back(const Status& why) {
+  if (!auto_ || (mk_->failed() && !mk_->failed_cleanly())) return false;
+  MS_LOG(Error) << "gpu: decode auto: the megakernel failed (" << why.message()
+                << "); decode steps run on the layered path from now on";
+  auto_.reset();
+  mk_ = nullptr;
+  return true;
+}
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
 Status GpuBackend::step(const std::vector<SeqWork>& batch, StepResult* out) {
   MS_RETURN_IF_ERROR(bind_device());
-  if (mk_takes(batch)) return mk_->step(batch, out);
-  return layered_->step(batch, out);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Route r = route(batch);
+  if (r.mk) {
+    const Status st = mk_->step(batch, out);
+    if (st.is_ok()) {
+      record(r, ms_since(t0));
+      return st;
+    }
+    if (!fall_back(st)) return st;
+    return layered_->step(batch, out);
+  }
+  MS_RETURN_IF_ERROR(layered_->step(batch, out));
+  record(r, ms_since(t0));
+  return Status::ok();
 }
 
 Status GpuBackend::step_sample(const std::vector<SeqWork>& batch, const std::vector<const SampleSpec*>& specs,
@@ -135,16 +198,28 @@ Status GpuBackend::step_sample(const std::vector<SeqWork>& batch, const std::vec
   MS_RETURN_IF_ERROR(validate_batch(model_->kv_spec(), model_->config(), batch));
   MS_RETURN_IF_ERROR(check_sample_specs(batch, specs));
   out->assign(batch.size(), SampleResult{});
-  if (mk_takes(batch)) {
-    MS_RETURN_IF_ERROR(mk_->enqueue(batch));
-    MS_RETURN_IF_ERROR(mk_->finish());
+  const auto t0 = std::chrono::steady_clock::now();
+  const Route r = route(batch);
+  auto layered = [&]() {
+    return layered_->forward(batch, [&](const float* logits, const std::vector<int>& rows) {
+      return sampler_->sample(logits, rows, specs, layered_->stream(), out);
+    });
+  };
+  if (r.mk) {
+    Status st = mk_->enqueue(batch);
+    if (st.is_ok()) st = mk_->finish();
+    if (!st.is_ok()) return fall_back(st) ? layered() : st;
     std::vector<int> rows(batch.size());
     for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i);
-    return sampler_->sample(mk_->logits(), rows, specs, mk_->stream(), out);
+    MS_RETURN_IF_ERROR(sampler_->sample(mk_->logits(), rows, specs, mk_->stream(), out));
+  } else {
+    MS_RETURN_IF_ERROR(layered());
+    // A timed step is over when its GPU work is (a step that samples no row
+    // has not waited for it).
+    if (r.timed) MS_CUDA_RETURN(cudaStreamSynchronize(layered_->stream()));
   }
-  return layered_->forward(batch, [&](const float* logits, const std::vector<int>& rows) {
-    return sampler_->sample(logits, rows, specs, layered_->stream(), out);
-  });
+  record(r, ms_since(t0));  // the sampled results are on the host: the step is over
+  return Status::ok();
 }
 
 }  // namespace ms::gpu

@@ -3,7 +3,9 @@
 // (one kernel per op; prefill, mixed steps, and decode where the megakernel
 // does not run) and the megakernel executor (a decode step as one persistent
 // kernel). Each step's decode rows go to the megakernel when the decode path
-// is kMegakernel and it takes the batch, everything else to the layered path;
+// is kMegakernel and it takes the batch (kAuto: and it measured faster for
+// the step's rows and context, mk::DecodeChooser), everything else to the
+// layered path;
 // both write the same KV pool, so a sequence prefilled by one decodes on the
 // other. Sampling runs on the device after either (DeviceSampler).
 #pragma once
@@ -20,11 +22,16 @@
 #include "gpu/device_sampler.h"
 #include "gpu/layered/layered_executor.h"
 #include "gpu/mk/executor.h"
+#include "mk/decode_choice.h"
 
 namespace ms::gpu {
 
-enum class DecodePath { kLayered, kMegakernel };
-inline const char* decode_path_name(DecodePath p) { return p == DecodePath::kMegakernel ? "megakernel" : "layered"; }
+// kAuto: per (decode rows, context bucket) whichever of the two measured
+// faster on this machine's recent steps (mk::DecodeChooser).
+enum class DecodePath { kLayered, kMegakernel, kAuto };
+inline const char* decode_path_name(DecodePath p) {
+  return p == DecodePath::kMegakernel ? "megakernel" : p == DecodePath::kAuto ? "auto" : "layered";
+}
 Result<DecodePath> parse_decode_path(const std::string& s);
 
 struct GpuBackendOptions {
@@ -68,10 +75,18 @@ class GpuBackend final : public Backend {
 
   // The decode path steps of decode batches take (kLayered when the
   // megakernel is off or does not take the model).
-  DecodePath decode_path() const { return mk_ ? DecodePath::kMegakernel : DecodePath::kLayered; }
+  DecodePath decode_path() const {
+    return !mk_ ? DecodePath::kLayered : auto_ ? DecodePath::kAuto : DecodePath::kMegakernel;
+  }
   // Switches decode steps between the executors (benchmarks: one backend,
-  // both paths side by side). kMegakernel needs the executor created.
+  // both paths side by side). kMegakernel and kAuto need the executor created.
   Status set_decode_path(DecodePath p);
+  // kAuto: what it measured and chose per (rows, context bucket); empty
+  // otherwise. The engine thread updates it: call it there, or with the
+  // engine stopped.
+  std::vector<::ms::mk::DecodeChooser::KeyState> decode_choices() const {
+    return auto_ ? auto_->state() : std::vector<::ms::mk::DecodeChooser::KeyState>{};
+  }
   DeviceModel& model() { return *model_; }
   int device() const { return device_; }
   // The KV pool's sizing, as logged at start (plan_kv_memory's explanation).
@@ -87,7 +102,18 @@ class GpuBackend final : public Backend {
   Status bind_device() const;
   static Result<std::unique_ptr<GpuBackend>> start(const GpuBackendOptions& opt);
   Status init_executors(const GpuBackendOptions& opt);
-  bool mk_takes(const std::vector<SeqWork>& batch) const { return mk_ && mk_->accepts(batch); }
+  // Which executor runs a step, and under kAuto the key it is timed under.
+  struct Route {
+    bool mk = false;
+    bool timed = false;
+    int rows = 0, bucket = 0;
+  };
+  Route route(const std::vector<SeqWork>& batch);
+  void record(const Route& r, double ms);
+  // kAuto, after the megakernel failed a step with `why`: true when the
+  // step is to be run again on the layered path (the megakernel is then off
+  // for this process); false: the failure is the step's.
+  bool fall_back(const Status& why);
 
   int device_ = 0;
   std::string kv_plan_;
@@ -95,6 +121,7 @@ class GpuBackend final : public Backend {
   std::unique_ptr<LayeredExecutor> layered_;
   std::unique_ptr<MkExecutor> mk_all_;  // created when the model fits it
   MkExecutor* mk_ = nullptr;            // == mk_all_ while decode runs on it
+  std::unique_ptr<::ms::mk::DecodeChooser> auto_;  // kAuto
   std::unique_ptr<DeviceSampler> sampler_;
 };
 

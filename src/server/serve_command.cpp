@@ -46,7 +46,10 @@ Flags serve_flags() {
       .add("api-key-file", "read the API key from this file (trailing newline stripped)")
       .add("served-model-name", "model id in the API (default: the model directory's name)");
   add_backend_flags(f);
-  f.add("decode-backend", "cuda: decode steps on the megakernel or the layered kernels", "layered")
+  f.add("decode-backend",
+        "cuda: decode steps on the megakernel, the layered kernels, or auto (per batch size and context, whichever "
+        "measured faster here)",
+        "layered")
       .add("max-batch", "decode rows per step, 1..8", "8")
       .add("prefill-chunk", "prompt tokens prefilled per step", "512")
       .add("gpu-memory-utilization",
@@ -280,8 +283,8 @@ Result<ServeConfig> parse_serve_args(const std::vector<std::string>& args, bool*
   c.prefix_caching = !f.boolean("no-prefix-caching");
   c.backend = f.str("backend");
   c.decode_backend = f.str("decode-backend");
-  if (c.decode_backend != "layered" && c.decode_backend != "megakernel")
-    return invalid_argument("--decode-backend must be megakernel or layered, got '" + c.decode_backend + "'");
+  if (c.decode_backend != "layered" && c.decode_backend != "megakernel" && c.decode_backend != "auto")
+    return invalid_argument("--decode-backend must be megakernel, layered or auto, got '" + c.decode_backend + "'");
   if (c.backend == "layered") c.backend = "cuda";
   if (c.backend != "auto" && c.backend != "ref" && c.backend != "cuda")
     return invalid_argument("--backend must be auto, ref or cuda, got '" + c.backend + "'");

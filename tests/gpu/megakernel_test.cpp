@@ -606,6 +606,44 @@ TEST(MkTimeline, RecordsEveryInstruction) {
   }
 }
 
+// One greedy request of 8 tokens through an engine on `gpu`: whether it
+// ended within 20 s, its error, the tokens it got, and the engine's health
+// after it.
+struct OneRequest {
+  bool finished = false;
+  Status error;
+  int tokens = 0;
+  EngineStats stats;
+};
+OneRequest run_one_request(std::unique_ptr<GpuBackend> gpu, const std::string& id) {
+  OneRequest out;
+  EngineOptions eo;
+  eo.max_batch = 4;
+  auto engine = make_engine(std::move(gpu), eo);
+  EXPECT_TRUE(engine.is_ok()) << engine.status().to_string();
+  if (!engine.is_ok()) return out;
+  Request req;
+  req.id = id;
+  req.prompt = {1, 2, 3, 4, 5};
+  req.max_tokens = 8;
+  req.sampling.temperature = 0;
+  req.channel = std::make_shared<RequestChannel>();
+  auto ch = req.channel;
+  EXPECT_TRUE((*engine)->submit(std::move(req)).is_ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!out.finished && std::chrono::steady_clock::now() < deadline)
+    for (auto& item : ch->pop_all(50)) {
+      out.tokens += item.token ? 1 : 0;
+      if (item.finish) {
+        out.finished = true;
+        out.error = item.finish->error;
+      }
+    }
+  out.stats = (*engine)->stats();
+  (*engine)->shutdown();
+  return out;
+}
+
 TEST(MkWatchdog, StuckWaitFailsTheStepAndMakesTheEngineUnhealthy) {
   MS_GPU_TEST_GUARD();
   auto model = make_mini(minis()[0]);
@@ -633,33 +671,45 @@ TEST(MkWatchdog, StuckWaitFailsTheStepAndMakesTheEngineUnhealthy) {
   // Through the engine: the request gets an error and the engine reports unhealthy with the reason.
   auto gpu = GpuBackend::create((*model)->config, (*model)->weights, o);
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
-  EngineOptions eo;
-  eo.max_batch = 4;
-  auto engine = make_engine(std::move(*gpu), eo);
-  ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
-  Request req;
-  req.id = "watchdog";
-  req.prompt = {1, 2, 3, 4, 5};
-  req.max_tokens = 8;
-  req.sampling.temperature = 0;
-  req.channel = std::make_shared<RequestChannel>();
-  auto ch = req.channel;
-  ASSERT_OK((*engine)->submit(std::move(req)));
-  bool finished = false;
-  Status error;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!finished && std::chrono::steady_clock::now() < deadline)
-    for (auto& item : ch->pop_all(50))
-      if (item.finish) {
-        finished = true;
-        error = item.finish->error;
-      }
-  ASSERT_TRUE(finished) << "the request did not end";
-  EXPECT_FALSE(error.is_ok());
-  const EngineStats stats = (*engine)->stats();
-  EXPECT_FALSE(stats.healthy);
-  EXPECT_NE(stats.unhealthy_reason.find("watchdog"), std::string::npos) << stats.unhealthy_reason;
-  (*engine)->shutdown();
+  const OneRequest got = run_one_request(std::move(*gpu), "watchdog");
+  ASSERT_TRUE(got.finished) << "the request did not end";
+  EXPECT_FALSE(got.error.is_ok());
+  EXPECT_FALSE(got.stats.healthy);
+  EXPECT_NE(got.stats.unhealthy_reason.find("watchdog"), std::string::npos) << got.stats.unhealthy_reason;
+}
+
+// --decode-backend auto: the same planted wait makes the megakernel abort
+// its step; auto runs the step again on the layered path, turns the
+// megakernel off and serves on (healthy), with the layered path's logits.
+TEST(MkWatchdog, AutoFallsBackToTheLayeredPathAndStaysHealthy) {
+  MS_GPU_TEST_GUARD();
+  auto model = make_mini(minis()[0]);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  GpuBackendOptions o = mk_options(16, 1024);
+  o.mk.plant_stuck_wait = true;
+  o.mk.watchdog_ms = 300;
+  o.decode = DecodePath::kAuto;
+  {
+    auto gpu = GpuBackend::create((*model)->config, (*model)->weights, o);
+    ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+    ASSERT_EQ((*gpu)->decode_path(), DecodePath::kAuto);
+    std::vector<SeqWork> batch = small_batch(**gpu, 2);
+    StepResult got;
+    ASSERT_OK((*gpu)->step(batch, &got));  // auto times the megakernel first: it aborts, the layered path serves
+    EXPECT_EQ((*gpu)->decode_path(), DecodePath::kLayered);
+    EXPECT_TRUE((*gpu)->megakernel()->failed_cleanly());
+    StepResult want;
+    ASSERT_OK((*gpu)->layered().step(batch, &want));  // the same positions again: the same logits
+    ASSERT_EQ(got.logits.size(), want.logits.size());
+    for (size_t r = 0; r < got.logits.size(); ++r) EXPECT_EQ(got.logits[r], want.logits[r]) << "row " << r;
+  }
+  auto gpu = GpuBackend::create((*model)->config, (*model)->weights, o);
+  ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+  const OneRequest got = run_one_request(std::move(*gpu), "auto-fallback");
+  ASSERT_TRUE(got.finished) << "the request did not end";
+  EXPECT_TRUE(got.error.is_ok()) << got.error.to_string();
+  EXPECT_EQ(got.tokens, 8);
+  EXPECT_TRUE(got.stats.healthy) << got.stats.unhealthy_reason;
 }
 
 // ---- Full North Mini Code shape ----

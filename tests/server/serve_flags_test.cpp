@@ -36,6 +36,11 @@ TEST(ServeFlags, Values) {
   EXPECT_EQ(c->kv_cache_mb, 2048);
   EXPECT_EQ(c->load_format, "dummy");
   EXPECT_EQ(c->seed, 7u);
+  for (const char* path : {"layered", "megakernel", "auto"}) {
+    auto d = parse_serve_args({"--model", kModel, "--decode-backend", path}, &help);
+    ASSERT_TRUE(d.is_ok()) << path << ": " << d.status().message();
+    EXPECT_EQ(d->decode_backend, path);
+  }
 }
 
 TEST(ServeFlags, BadValuesNameTheFlag) {
@@ -47,7 +52,8 @@ TEST(ServeFlags, BadValuesNameTheFlag) {
            {{"--gpu-memory-utilization", "0"}, "gpu-memory-utilization"},
            {{"--gpu-memory-utilization", "1.5"}, "gpu-memory-utilization"},
            {{"--kv-cache-mb", "0"}, "kv-cache-mb"},
-           {{"--load-format", "pt"}, "--load-format"}}) {
+           {{"--load-format", "pt"}, "--load-format"},
+           {{"--decode-backend", "fast"}, "--decode-backend"}}) {
     std::vector<std::string> a = {"--model", kModel};
     a.insert(a.end(), args.begin(), args.end());
     auto c = parse_serve_args(a, &help);

@@ -454,6 +454,7 @@ Status MkExecutor::finish() {
   std::memcpy(&e, err_host_.get(), sizeof(e));
   if (e.code != 0) {
     failed_ = internal_error(error_text(e, last_));
+    failed_clean_ = true;
     MS_LOG(Error) << failed_.message();
     return failed_;
   }

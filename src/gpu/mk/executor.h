@@ -134,6 +134,11 @@ class MkExecutor {
   // Waits for the last enqueued step (bounded by the watchdog) and turns a
   // watchdog abort into an error.
   Status finish();
+  // A step failed; every later one fails the same way (sticky).
+  bool failed() const { return !failed_.is_ok(); }
+  // The failure was the kernel's own report (a watchdog abort, a bad
+  // instruction): the kernel ended and the device takes other work.
+  bool failed_cleanly() const { return failed_clean_; }
   // enqueue + finish + every row's logits copied to the host.
   Status step(const std::vector<SeqWork>& batch, StepResult* out);
   // enqueue + greedy argmax on the device (benchmarks: the layered decode
@@ -187,6 +192,7 @@ class MkExecutor {
   int max_blocks_ = 0;  // block-table entries per (row, group)
   uint64_t epoch_ = 0;  // steps run: picks the counter bank
   Status failed_;       // sticky: a watchdog abort or a device fault
+  bool failed_clean_ = false;  // failed_ is the kernel's own report
   const ::ms::mk::Schedule* last_ = nullptr;
   Cached* last_cached_ = nullptr;
   std::map<std::pair<int, int>, std::unique_ptr<Cached>> cache_;
