@@ -2,9 +2,9 @@
 # Round 11's second device call: the winner of tools/mk_round11.sh (a
 # bench decode --mk-variants spec, WINNER) on the full-shape teacher-forced
 # test, then the grid with the layered path, the default and the winner
-# side by side, the copy probe's claimed-run and phase cases, and, when the
-# tree has --decode-backend auto (after merging next/decode-auto), serving
-# TPOT with auto beside the two paths.
+# side by side, the copy probe's claimed-run and phase cases, and serving
+# TPOT with --decode-backend auto beside the two paths (next/signal-warp
+# holds next/decode-auto).
 #   WINNER="spec" OUT=/dir tools/mk_round11b.sh   (device machine, repo root, .deps carried)
 # ~330 s: build ~60, MkNmcFull ~90, grid ~130, probe ~20, serve_tpot ~40 a path.
 set -uo pipefail
@@ -26,7 +26,7 @@ echo "== bench_bulk_copy: exit $?"; tail -15 "$OUT/bulk.log"
 if grep -aq 'megakernel, layered, auto' "$M"; then
   MEGASERVE_MK_EXPERIMENTS=$WINNER DECODE_BACKENDS="layered megakernel auto" timeout 300 tools/serve_tpot.sh
 else
-  echo "== serve_tpot skipped: this tree has no --decode-backend auto (merge next/decode-auto)"
+  echo "== serve_tpot skipped: this build has no --decode-backend auto"
 fi
 # The device tool returns at most 8 files: everything in one archive, the
 # tables and JSON beside it.
