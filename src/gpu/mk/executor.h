@@ -91,7 +91,8 @@ struct MkTuning {
 // gu_batch=N, down_batch=N (0..64, 0: by rows), gu_gate=N, down_gate=N
 // (-1..8), qkv_run=N, o_run=N (1..64), costs=0|1|2, attn_pct=N (10..400),
 // route_fast=0|1, down_slot_wait=0|1, head_sms=0..4, o_sms=0..132,
-// local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1. An unknown or malformed setting is an error that names it.
+// local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100,
+// down_window=0|1. An unknown or malformed setting is an error that names it.
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning base = {});
 // The tuning as a spec parse_mk_tuning reads back ("default" when it is).
 std::string mk_tuning_name(const MkTuning& t);
