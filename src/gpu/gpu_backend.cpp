@@ -120,6 +120,7 @@ BackendLimits GpuBackend::limits() const {
 Status GpuBackend::set_decode_path(DecodePath p) {
   if (p == DecodePath::kMegakernel || p == DecodePath::kAuto) {
     if (!mk_all_) return unavailable("the megakernel executor was not created for this model");
+    if (mk_all_->failed()) return unavailable("the megakernel executor failed earlier in this process");
     mk_ = mk_all_.get();
     if (p == DecodePath::kAuto && !auto_) auto_ = std::make_unique<::ms::mk::DecodeChooser>();
     if (p == DecodePath::kMegakernel) auto_.reset();
@@ -154,13 +155,16 @@ void GpuBackend::record(const Route& r, double ms) {
 }
 
 // A failure the kernel reported itself (it ended, so the device is usable)
-// or one before the launch turns the megakernel off and the step runs again
-// on the layered path, which rewrites the same KV slots: auto serves on.
+// turns the megakernel off and the step runs again on the layered path,
+// which rewrites the same KV slots: auto serves on.
 // A device fault or a wedged kernel stays the step's error (the layered
 // path would queue behind it). An explicit --decode-backend megakernel
 // keeps failing: its user asked for that path.
 bool GpuBackend::fall_back(const Status& why) {
-  if (!auto_ || (mk_->failed() && !mk_->failed_cleanly())) return false;
+  // Only the kernel's own report: an error before the launch may be the
+  // batch's or an earlier fault of the context, which the layered path
+  // would meet too (review).
+  if (!auto_ || !mk_->failed_cleanly()) return false;
   MS_LOG(Error) << "gpu: decode auto: the megakernel failed (" << why.message()
                 << "); decode steps run on the layered path from now on";
   auto_.reset();

@@ -613,6 +613,7 @@ struct OneRequest {
   bool finished = false;
   Status error;
   int tokens = 0;
+  std::vector<int32_t> ids;  // the tokens, in order
   EngineStats stats;
 };
 OneRequest run_one_request(std::unique_ptr<GpuBackend> gpu, const std::string& id) {
@@ -633,7 +634,10 @@ OneRequest run_one_request(std::unique_ptr<GpuBackend> gpu, const std::string& i
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (!out.finished && std::chrono::steady_clock::now() < deadline)
     for (auto& item : ch->pop_all(50)) {
-      out.tokens += item.token ? 1 : 0;
+      if (item.token) {
+        ++out.tokens;
+        out.ids.push_back(item.token->token);
+      }
       if (item.finish) {
         out.finished = true;
         out.error = item.finish->error;
@@ -710,6 +714,15 @@ TEST(MkWatchdog, AutoFallsBackToTheLayeredPathAndStaysHealthy) {
   EXPECT_TRUE(got.error.is_ok()) << got.error.to_string();
   EXPECT_EQ(got.tokens, 8);
   EXPECT_TRUE(got.stats.healthy) << got.stats.unhealthy_reason;
+  // The tokens a layered-only server gives the same greedy request: the
+  // aborted step left nothing wrong in the KV cache.
+  GpuBackendOptions lo = mk_options(16, 1024);
+  lo.decode = DecodePath::kLayered;
+  auto layered = GpuBackend::create((*model)->config, (*model)->weights, lo);
+  ASSERT_TRUE(layered.is_ok()) << layered.status().to_string();
+  const OneRequest want = run_one_request(std::move(*layered), "layered");
+  ASSERT_TRUE(want.finished && want.error.is_ok());
+  EXPECT_EQ(got.ids, want.ids);
 }
 
 // ---- Full North Mini Code shape ----
