@@ -952,10 +952,18 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   EXPECT_EQ(sched->qkv_run, 2);
   EXPECT_EQ(sched->costs, 0);
   EXPECT_EQ(mk_tuning_name(*sched), "qkv_run=2,o_run=1,costs=0");
-  auto sig = parse_mk_tuning("async_signal=1,local_route=1");
+  auto sig = parse_mk_tuning("async_signal=0,local_route=0");
   ASSERT_TRUE(sig.is_ok()) << sig.status().to_string();
-  EXPECT_EQ(sig->async_signal, 1);
-  EXPECT_EQ(mk_tuning_name(*sig), "local_route=1,async_signal=1");
+  EXPECT_EQ(sig->async_signal, 0);
+  EXPECT_EQ(mk_tuning_name(*sig), "local_route=0,async_signal=0");
+  // The attention's share by shape unless set.
+  EXPECT_EQ(MkTuning{}.attn_percent_for(1, 8192), 50);
+  EXPECT_EQ(MkTuning{}.attn_percent_for(1, 131072), 100);
+  EXPECT_EQ(MkTuning{}.attn_percent_for(2, 131072), 50);
+  EXPECT_EQ(sig->attn_percent_for(1, 131072), 100);
+  auto pct = parse_mk_tuning("attn_pct=75");
+  ASSERT_TRUE(pct.is_ok());
+  EXPECT_EQ(pct->attn_percent_for(1, 131072), 75);
   auto over = parse_mk_tuning("down_batch=8", *full);
   ASSERT_TRUE(over.is_ok());
   EXPECT_EQ(over->down_batch, 8);

@@ -57,39 +57,53 @@ struct MkTuning {
   // instruction, and the placer's cost model (mk::apply_cost_set: 1 fitted
   // to the 9268f8a timeline, 2 refit to 9c2b8a8's (round 11 experiment), 0
   // the uniform per-instruction overhead).
-  int qkv_run = 1;
+  // Round 11 (H200, 2026-12-05, docs/megakernel.md): qkv_run=3 with
+  // gemv_warps, costs=2, attn_pct by shape, the static tiles, local_route,
+  // down_slot_wait, down_window and async_signal together: bs 1 / 8K 3.223
+  // -> 3.061 ms, bs 8 / 8K 10.786 -> 10.116 (one process).
+  int qkv_run = 3;
   int o_run = 4;
-  int costs = 1;
-  // ScheduleOptions::attn_sm_percent (round 11 experiment: fewer attention
-  // splits at small batches).
-  int attn_pct = 100;
+  int costs = 2;
+  // ScheduleOptions::attn_sm_percent; 0: by shape (attn_percent_for).
+  int attn_pct = 0;
   // Params::route_fast (round 10: noise alone; round 11: with attn_pct).
   int route_fast = 0;
-  // Params::down_slot_wait (round 11 experiment).
-  int down_slot_wait = 0;
+  // Params::down_slot_wait (round 11).
+  int down_slot_wait = 1;
   // ScheduleOptions::head_sms (round 11 experiment).
   int head_sms = 0;
   // ScheduleOptions::oproj_sms (round 11 experiment).
   int o_sms = 0;
-  // Params::local_route (round 11 experiment).
-  int local_route = 0;
-  // Params::async_signal (round 11 experiment).
-  int async_signal = 0;
-  // Params::gemv_warps (round 11 experiment; with qkv_run / o_run > 1).
-  int gemv_warps = 0;
-  // ScheduleOptions::static_pct (round 11 experiment).
-  int static_pct = 0;
-  // Params::down_window (round 11 experiment).
-  int down_window = 0;
+  // Params::local_route (round 11).
+  int local_route = 1;
+  // Params::async_signal (round 11).
+  int async_signal = 1;
+  // Params::gemv_warps (round 11; with qkv_run / o_run > 1).
+  int gemv_warps = 1;
+  // ScheduleOptions::static_pct (round 11).
+  int static_pct = 100;
+  // Params::down_window (round 11).
+  int down_window = 1;
   bool operator==(const MkTuning&) const = default;
   int gu_run(int rows) const { return gu_batch > 0 ? gu_batch : rows <= 2 ? 2 : 4; }
   int down_run(int rows) const { return down_batch > 0 ? down_batch : rows <= 2 ? 4 : 8; }
+  // The attention's share of the SMs (ScheduleOptions::attn_sm_percent)
+  // for `rows` rows at context bucket `context`: attn_pct when set, else
+  // half the SMs (fewer, longer splits; the SMs left take expert tiles from
+  // the route on), but all of them for one row at 64K keys and more, where
+  // the one row's attention is the step's longest chain (round 11, H200:
+  // bs 1 / 128K 5.03 ms at 50% against 4.30 at 100%; bs 2 / 128K 7.90
+  // against 8.21).
+  int attn_percent_for(int rows, int context) const {
+    if (attn_pct > 0) return attn_pct;
+    return rows == 1 && context >= 65536 ? 100 : 50;
+  }
 };
 
 // "default" or "" (the shipped tuning), else comma-separated settings
 // applied to `base`: order=oproj_first|claims_first|oproj_between,
 // gu_batch=N, down_batch=N (0..64, 0: by rows), gu_gate=N, down_gate=N
-// (-1..8), qkv_run=N, o_run=N (1..64), costs=0|1|2, attn_pct=N (10..400),
+// (-1..8), qkv_run=N, o_run=N (1..64), costs=0|1|2, attn_pct=N (0: by shape, 10..400),
 // route_fast=0|1, down_slot_wait=0|1, head_sms=0..4, o_sms=0..132,
 // local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100,
 // down_window=0|1. An unknown or malformed setting is an error that names it.
