@@ -7,7 +7,10 @@
 # loader.cuh put back, all timed with round 10's settings); timelines at
 # 128K.
 #   OUT=/dir tools/mk_round11c.sh   (device machine, repo root, .deps and .ab carried)
-# .ab (untracked scratch, never committed): .ab/{main,threads,attn,loader}/src.
+# .ab (untracked scratch, never committed; made here, small enough to travel):
+#   git archive --format=tar.gz -o .ab/main_src.tgz main src
+#   git show main:src/gpu/mk/ops/attention.cuh > .ab/files/attention.cuh
+#   git show main:src/gpu/mk/loader.cuh > .ab/files/loader.cuh
 # ~430 s: build ~60, tests ~125, grid ~40, A/B ~150, timelines ~60.
 set -uo pipefail
 export LD_LIBRARY_PATH=$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -23,8 +26,15 @@ timeout 200 $M bench decode --random nmc-full --batch 1,2,4,8 --context 1K,8K,32
   --mk-variants "default;attn_pct=100;attn_pct=75;attn_pct=50" --json "$OUT/bench_grid.json" 2> "$OUT/bench_grid.log" |
   tee "$OUT/bench_grid_table.txt"
 echo "== grid: $((SECONDS - t0)) s"
+ab=/tmp/ab_trees
+rm -rf $ab && mkdir -p $ab/main $ab/threads $ab/attn $ab/loader
+tar xzf .ab/main_src.tgz -C $ab/main
+for t in threads attn loader; do cp -r src $ab/$t/src; done
+sed -i 's|constexpr int kThreads = kConsumerThreads + 64;.*|constexpr int kThreads = kConsumerThreads + 32;|' $ab/threads/src/gpu/mk/sync.cuh
+cp .ab/files/attention.cuh $ab/attn/src/gpu/mk/ops/attention.cuh
+cp .ab/files/loader.cuh $ab/loader/src/gpu/mk/loader.cuh
 OLD="qkv_run=1,costs=1,attn_pct=100,down_slot_wait=0,local_route=0,async_signal=0,gemv_warps=0,static_pct=0,down_window=0"
-BASES="main:.ab/main/src threads:.ab/threads/src:$OLD attn:.ab/attn/src:$OLD loader:.ab/loader/src:$OLD" \
+BASES="main:$ab/main/src threads:$ab/threads/src:$OLD attn:$ab/attn/src:$OLD loader:$ab/loader/src:$OLD" \
   NEW_SPECS="$OLD;default" timeout 240 tools/mk_ab_base.sh
 i=0
 for spec in "1 128K default" "1 128K attn_pct=50" "4 128K default"; do
