@@ -49,7 +49,7 @@ Flags serve_flags() {
   f.add("decode-backend",
         "cuda: decode steps on the megakernel, the layered kernels, or auto (per batch size and context, whichever "
         "measured faster here)",
-        "layered")
+        "auto")
       .add("max-batch", "decode rows per step, 1..8", "8")
       .add("prefill-chunk", "prompt tokens prefilled per step", "512")
       .add("gpu-memory-utilization",

@@ -15,7 +15,7 @@ struct ServeConfig {
   std::string served_model_name;  // default: the model directory's base name
   std::string backend = "auto";   // auto | ref | cuda (resolve_backend decides at start)
   int device = -1;                // --device (-1: not given)
-  std::string decode_backend = "layered";  // cuda: megakernel | layered
+  std::string decode_backend = "auto";  // cuda: megakernel | layered | auto
   std::string load_format = "auto";        // auto | dummy
   uint64_t seed = 0;                        // dummy weights
   int max_batch = 8;

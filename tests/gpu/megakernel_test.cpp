@@ -957,9 +957,9 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   EXPECT_EQ(sig->async_signal, 0);
   EXPECT_EQ(mk_tuning_name(*sig), "local_route=0,async_signal=0");
   // The attention's share by shape unless set.
-  EXPECT_EQ(MkTuning{}.attn_percent_for(1, 8192), 50);
+  EXPECT_EQ(MkTuning{}.attn_percent_for(1, 8192), 75);
   EXPECT_EQ(MkTuning{}.attn_percent_for(1, 131072), 100);
-  EXPECT_EQ(MkTuning{}.attn_percent_for(2, 131072), 50);
+  EXPECT_EQ(MkTuning{}.attn_percent_for(2, 131072), 75);
   EXPECT_EQ(sig->attn_percent_for(1, 131072), 100);
   auto pct = parse_mk_tuning("attn_pct=75");
   ASSERT_TRUE(pct.is_ok());

@@ -36,6 +36,10 @@ TEST(ServeFlags, Values) {
   EXPECT_EQ(c->kv_cache_mb, 2048);
   EXPECT_EQ(c->load_format, "dummy");
   EXPECT_EQ(c->seed, 7u);
+  // Decode on whichever path measured faster for the step's shape unless told.
+  auto def = parse_serve_args({"--model", kModel}, &help);
+  ASSERT_TRUE(def.is_ok());
+  EXPECT_EQ(def->decode_backend, "auto");
   for (const char* path : {"layered", "megakernel", "auto"}) {
     auto d = parse_serve_args({"--model", kModel, "--decode-backend", path}, &help);
     ASSERT_TRUE(d.is_ok()) << path << ": " << d.status().message();

@@ -89,14 +89,17 @@ struct MkTuning {
   int down_run(int rows) const { return down_batch > 0 ? down_batch : rows <= 2 ? 4 : 8; }
   // The attention's share of the SMs (ScheduleOptions::attn_sm_percent)
   // for `rows` rows at context bucket `context`: attn_pct when set, else
-  // half the SMs (fewer, longer splits; the SMs left take expert tiles from
-  // the route on), but all of them for one row at 64K keys and more, where
-  // the one row's attention is the step's longest chain (round 11, H200:
-  // bs 1 / 128K 5.03 ms at 50% against 4.30 at 100%; bs 2 / 128K 7.90
-  // against 8.21).
+  // three quarters of them (fewer, longer splits; the SMs left take expert
+  // tiles from the route on), but all of them for one row at 64K keys and
+  // more, where the one row's attention is the step's longest chain.
+  // Measured over bs 1..8 x 1K..128K at d347fc0 (H200, docs/megakernel.md
+  // round 11): 75% is the best or within 1% of it at every point but those;
+  // at 64K / 128K it is 5-18% ahead of both 50% and 100% from bs 2 on
+  // (bs 4 / 128K 11.19 ms against 12.78 and 13.40); bs 1 / 128K 4.24 at
+  // 100% against 4.34 at 75%.
   int attn_percent_for(int rows, int context) const {
     if (attn_pct > 0) return attn_pct;
-    return rows == 1 && context >= 65536 ? 100 : 50;
+    return rows == 1 && context >= 65536 ? 100 : 75;
   }
 };
 

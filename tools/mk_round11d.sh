@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Round 11's last device call: the defaults as shipped (round 11's winners,
+# the attention on 75% of the SMs but for one row at >= 64K keys, `serve`
+# decoding on auto) under the megakernel tests, the grid against the layered
+# path, serving TPOT per path, then the rest of test_gpu while time lasts.
+#   OUT=/dir tools/mk_round11d.sh   (device machine, repo root, .deps carried)
+# ~330 s: build ~60, tests ~125, grid ~15, serve_tpot ~100, the rest.
+set -uo pipefail
+export LD_LIBRARY_PATH=$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+source tools/gpu_build.sh test_gpu megaserve || exit 1
+T=build-gpu/test_gpu
+M=build-gpu/megaserve
+t0=$SECONDS
+timeout 240 $T --gtest_filter="*MkVsVm*:MkDemo.*:MkDeterminism.*:MkTimeline.*:MkWatchdog.*:MkTuningSpec.*" > "$OUT/mk_tests.log" 2>&1
+echo "== megakernel tests (shipped defaults): exit $? ($((SECONDS - t0)) s)"
+grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/mk_tests.log" | head -20
+t0=$SECONDS
+timeout 120 $M bench decode --random nmc-full --batch 1,2,3,4,5,6,7,8 --context 1K,8K,32K,128K \
+  --json "$OUT/bench_grid.json" 2> "$OUT/bench_grid.log" | tee "$OUT/bench_grid_table.txt"
+echo "== grid: $((SECONDS - t0)) s"
+# In a folder of its own: serve_tpot.sh packs and empties its OUT.
+OUT=$OUT/serve DECODE_BACKENDS="layered megakernel auto" timeout 200 tools/serve_tpot.sh > "$OUT/serve_tpot_run.log" 2>&1
+cp "$OUT/serve/serve_tpot.txt" "$OUT/" 2>/dev/null
+cat "$OUT/serve_tpot.txt" 2>/dev/null | head -20
+# The rest of the GPU suite (the full-shape and bench cases excluded: their own calls).
+t0=$SECONDS
+timeout 150 $T --gtest_filter="-*MkVsVm*:Mk*:LayeredFull.*:BenchNmc.*:DummyFullShape.*" > "$OUT/rest_tests.log" 2>&1
+echo "== the rest of test_gpu: exit $? ($((SECONDS - t0)) s)"
+grep -E "^\[  (FAILED|PASSED) |Failure|tests ran" "$OUT/rest_tests.log" | head -20
+(cd "$OUT" && tar czf round11d.tgz $(ls | grep -v '^round11d.tgz$') &&
+  ls | grep -vE '^(round11d.tgz|bench_grid.json|bench_grid_table.txt|serve_tpot.txt|mk_tests.log|rest_tests.log)$' | xargs rm -rf)
