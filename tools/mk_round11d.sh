@@ -24,7 +24,7 @@ cp "$OUT/serve/serve_tpot.txt" "$OUT/" 2>/dev/null
 cat "$OUT/serve_tpot.txt" 2>/dev/null | head -20
 # The rest of the GPU suite (the full-shape and bench cases excluded: their own calls).
 t0=$SECONDS
-timeout 150 $T --gtest_filter="-*MkVsVm*:Mk*:LayeredFull.*:BenchNmc.*:DummyFullShape.*" > "$OUT/rest_tests.log" 2>&1
+timeout 80 $T --gtest_filter="-*MkVsVm*:Mk*:LayeredFull.*:BenchNmc.*:DummyFullShape.*" > "$OUT/rest_tests.log" 2>&1
 echo "== the rest of test_gpu: exit $? ($((SECONDS - t0)) s)"
 grep -E "^\[  (FAILED|PASSED) |Failure|tests ran" "$OUT/rest_tests.log" | head -20
 (cd "$OUT" && tar czf round11d.tgz $(ls | grep -v '^round11d.tgz$') &&
