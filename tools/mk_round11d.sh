@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
 # Round 11's last device call: the defaults as shipped (round 11's winners,
 # the attention on 75% of the SMs but for one row at >= 64K keys, `serve`
-# decoding on auto) under the megakernel tests, the grid against the layered
-# path, serving TPOT per path, then the rest of test_gpu while time lasts.
+# decoding on auto). First the ablation: each round 11 setting undone alone
+# (bs 1 and 8 / 8K, one process), so that a setting the numbers do not
+# support is deleted; then the megakernel tests under the shipped defaults;
+# then serving TPOT per path and the rest of test_gpu while time lasts.
 #   OUT=/dir tools/mk_round11d.sh   (device machine, repo root, .deps carried)
-# ~330 s: build ~60, tests ~125, grid ~15, serve_tpot ~100, the rest.
+# ~300 s: build ~60, ablation ~40, tests ~125, serve_tpot ~100, the rest.
 set -uo pipefail
 export LD_LIBRARY_PATH=$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 source tools/gpu_build.sh test_gpu megaserve || exit 1
 T=build-gpu/test_gpu
 M=build-gpu/megaserve
 t0=$SECONDS
+ablate="default;async_signal=0;gemv_warps=0;qkv_run=1;gemv_warps=0,qkv_run=1;costs=1;local_route=0;down_slot_wait=0;down_window=0;static_pct=0;attn_pct=100;default"
+timeout 120 $M bench decode --random nmc-full --batch 1,8 --context 8K --mk-variants "$ablate" \
+  --json "$OUT/bench_ablation.json" 2> "$OUT/bench_ablation.log" | tee "$OUT/bench_ablation_table.txt"
+echo "== ablation: $((SECONDS - t0)) s"
+t0=$SECONDS
 timeout 240 $T --gtest_filter="*MkVsVm*:MkDemo.*:MkDeterminism.*:MkTimeline.*:MkWatchdog.*:MkTuningSpec.*" > "$OUT/mk_tests.log" 2>&1
 echo "== megakernel tests (shipped defaults): exit $? ($((SECONDS - t0)) s)"
 grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/mk_tests.log" | head -20
-t0=$SECONDS
-timeout 120 $M bench decode --random nmc-full --batch 1,2,3,4,5,6,7,8 --context 1K,8K,32K,128K \
-  --json "$OUT/bench_grid.json" 2> "$OUT/bench_grid.log" | tee "$OUT/bench_grid_table.txt"
-echo "== grid: $((SECONDS - t0)) s"
 # In a folder of its own: serve_tpot.sh packs and empties its OUT.
 OUT=$OUT/serve DECODE_BACKENDS="layered megakernel auto" timeout 200 tools/serve_tpot.sh > "$OUT/serve_tpot_run.log" 2>&1
 cp "$OUT/serve/serve_tpot.txt" "$OUT/" 2>/dev/null
@@ -28,4 +31,4 @@ timeout 80 $T --gtest_filter="-*MkVsVm*:Mk*:LayeredFull.*:BenchNmc.*:DummyFullSh
 echo "== the rest of test_gpu: exit $? ($((SECONDS - t0)) s)"
 grep -E "^\[  (FAILED|PASSED) |Failure|tests ran" "$OUT/rest_tests.log" | head -20
 (cd "$OUT" && tar czf round11d.tgz $(ls | grep -v '^round11d.tgz$') &&
-  ls | grep -vE '^(round11d.tgz|bench_grid.json|bench_grid_table.txt|serve_tpot.txt|mk_tests.log|rest_tests.log)$' | xargs rm -rf)
+  ls | grep -vE '^(round11d.tgz|bench_ablation.json|bench_ablation_table.txt|serve_tpot.txt|mk_tests.log|rest_tests.log)$' | xargs rm -rf)
