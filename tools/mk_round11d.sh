@@ -13,10 +13,14 @@ source tools/gpu_build.sh test_gpu megaserve || exit 1
 T=build-gpu/test_gpu
 M=build-gpu/megaserve
 t0=$SECONDS
-ablate="default;async_signal=0;gemv_warps=0;qkv_run=1;gemv_warps=0,qkv_run=1;costs=1;local_route=0;down_slot_wait=0;down_window=0;static_pct=0;attn_pct=100;default"
+ablate="default;attn_pct=100,attn_wave=1;async_signal=0;gemv_warps=0;qkv_run=1;gemv_warps=0,qkv_run=1;costs=1;local_route=0;down_slot_wait=0;down_window=0;static_pct=0;attn_pct=100;default"
 timeout 120 $M bench decode --random nmc-full --batch 1,8 --context 8K --mk-variants "$ablate" \
   --json "$OUT/bench_ablation.json" 2> "$OUT/bench_ablation.log" | tee "$OUT/bench_ablation_table.txt"
 echo "== ablation: $((SECONDS - t0)) s"
+# The attention's splits in one wave (attn_wave: rounded down) where the share's waves showed, 128K.
+timeout 90 $M bench decode --random nmc-full --batch 2,4,8 --context 128K \
+  --mk-variants "default;attn_pct=100,attn_wave=1;attn_wave=1;default" \
+  --json "$OUT/bench_wave.json" 2> "$OUT/bench_wave.log" | tee "$OUT/bench_wave_table.txt"
 t0=$SECONDS
 timeout 240 $T --gtest_filter="*MkVsVm*:MkDemo.*:MkDeterminism.*:MkTimeline.*:MkWatchdog.*:MkTuningSpec.*" > "$OUT/mk_tests.log" 2>&1
 echo "== megakernel tests (shipped defaults): exit $? ($((SECONDS - t0)) s)"
@@ -31,4 +35,4 @@ timeout 80 $T --gtest_filter="-*MkVsVm*:Mk*:LayeredFull.*:BenchNmc.*:DummyFullSh
 echo "== the rest of test_gpu: exit $? ($((SECONDS - t0)) s)"
 grep -E "^\[  (FAILED|PASSED) |Failure|tests ran" "$OUT/rest_tests.log" | head -20
 (cd "$OUT" && tar czf round11d.tgz $(ls | grep -v '^round11d.tgz$') &&
-  ls | grep -vE '^(round11d.tgz|bench_ablation.json|bench_ablation_table.txt|serve_tpot.txt|mk_tests.log|rest_tests.log)$' | xargs rm -rf)
+  ls | grep -vE '^(round11d.tgz|bench_ablation.json|bench_ablation_table.txt|bench_wave_table.txt|serve_tpot.txt|mk_tests.log|rest_tests.log)$' | xargs rm -rf)

@@ -14,10 +14,10 @@ constexpr int kMinStagesPerSplit = 2;  // a split still overlaps its loads
 // Attention splits per (row, KV head) for rows attending up to `keys` keys:
 // about one split per SM (attn_sm_percent of them) over all (row, head)
 // pairs, at least two stages each.
-int attention_splits(int keys, int rows, int n_kv, int n_sm, int attn_sm_percent) {
+int attention_splits(int keys, int rows, int n_kv, int n_sm, int attn_sm_percent, bool one_wave) {
   const int n_st = ceil_div(keys, kStageKeys) + 1;  // +1: stages are aligned to absolute positions
   const int sms = std::max(1, n_sm * attn_sm_percent / 100);
-  const int want = ceil_div(sms, rows * n_kv);
+  const int want = one_wave ? std::max(1, sms / (rows * n_kv)) : ceil_div(sms, rows * n_kv);
   const int by_len = std::max(1, n_st / kMinStagesPerSplit);
   return std::clamp(std::min(want, by_len), 1, kMaxSplits);
 }
@@ -609,9 +609,9 @@ Result<Schedule> build_schedule(const Dims& d, const std::vector<LayerInfo>& lay
   s.dims = d;
   s.layers = layers;
   s.counters = make_counter_layout(d, opt.rows);
-  s.splits_full = attention_splits(opt.context, opt.rows, d.n_kv_heads, opt.n_sm, opt.attn_sm_percent);
+  s.splits_full = attention_splits(opt.context, opt.rows, d.n_kv_heads, opt.n_sm, opt.attn_sm_percent, opt.attn_one_wave);
   s.splits_sliding = d.sliding_window > 0 ? attention_splits(std::min(opt.context, d.sliding_window), opt.rows,
-                                                             d.n_kv_heads, opt.n_sm, opt.attn_sm_percent)
+                                                             d.n_kv_heads, opt.n_sm, opt.attn_sm_percent, opt.attn_one_wave)
                                           : s.splits_full;
   if (d.n_experts > 0) {
     const int slots = max_expert_slots(d, opt.rows), sms = opt.n_sm - opt.head_sms;  // claim instructions a layer

@@ -73,6 +73,10 @@ struct ScheduleOptions {
   // fewer splits leave SMs free for the expert claims sooner at small
   // batches, each split then streaming more stages (round 11 experiment).
   int attn_sm_percent = 100;
+  // The splits' count rounded down, not up, so that every (row, KV head)'s
+  // splits fit in those SMs at once: one wave (round 11 experiment; with
+  // the count rounded up, 2-4 rows at 100% make more splits than SMs).
+  bool attn_one_wave = false;
   // SMs (the last ones) kept for the serial head: every kNorm, kFinalNorm
   // and kRoute runs there and nothing else does (round 11 experiment: the
   // head's code stays in their instruction caches, and a norm never queues

@@ -502,6 +502,20 @@ TEST(MkSchedule, AttentionSmPercentScalesTheSplits) {
   EXPECT_EQ(s->splits_full, 64);  // kMaxSplits
   EXPECT_EQ(s->splits_sliding, 32);
   EXPECT_TRUE(check_schedule(*s).is_ok());
+  // One wave: rounded down so that all splits fit in the SMs at once (2 rows
+  // x 4 KV heads: 132 / 8 = 16.5 -> 16, where rounding up makes 17 x 8 = 136).
+  o.attn_sm_percent = 100;
+  o.rows = 2;
+  s = build_schedule(make_dims(nmc, 64), make_layer_info(nmc), o);
+  ASSERT_TRUE(s.is_ok());
+  EXPECT_EQ(s->splits_full, 17);
+  o.attn_one_wave = true;
+  s = build_schedule(make_dims(nmc, 64), make_layer_info(nmc), o);
+  ASSERT_TRUE(s.is_ok());
+  EXPECT_EQ(s->splits_full, 16);
+  EXPECT_EQ(s->splits_sliding, 16);
+  EXPECT_TRUE(check_schedule(*s).is_ok());
+  ASSERT_TRUE(run_machine(*s, fake_ops(*s, 9), {9}).is_ok());
 }
 
 TEST(MkSchedule, SplitRangesCoverTheKeysOnce) {
