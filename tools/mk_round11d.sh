@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Round 11's last device call: the defaults as shipped (round 11's winners,
 # the attention on 75% of the SMs but for one row at >= 64K keys, `serve`
-# decoding on auto). First the ablation: each round 11 setting undone alone
-# (bs 1 and 8 / 8K, one process), so that a setting the numbers do not
-# support is deleted; then the megakernel tests under the shipped defaults;
-# then serving TPOT per path and the rest of test_gpu while time lasts.
+# decoding on auto). First the megakernel tests under the shipped defaults
+# (the call may be cut short by what is left of the session's device time,
+# and they are what the merge needs); then the ablation: each round 11
+# setting undone alone (bs 1 and 8 / 8K, one process), so that a setting
+# the numbers do not support is deleted, and attn_wave at 128K; then
+# serving TPOT per path and the rest of test_gpu while time lasts.
 #   OUT=/dir tools/mk_round11d.sh   (device machine, repo root, .deps carried)
-# ~300 s: build ~60, ablation ~40, tests ~125, serve_tpot ~100, the rest.
+# ~350 s: build ~60, tests ~125, ablation ~40, 128K ~15, serve_tpot ~100, the rest.
 set -uo pipefail
 export LD_LIBRARY_PATH=$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 source tools/gpu_build.sh test_gpu megaserve || exit 1
 T=build-gpu/test_gpu
 M=build-gpu/megaserve
+t0=$SECONDS
+timeout 150 $T --gtest_filter="*MkVsVm*:MkDemo.*:MkDeterminism.*:MkTimeline.*:MkWatchdog.*:MkTuningSpec.*" > "$OUT/mk_tests.log" 2>&1
+echo "== megakernel tests (shipped defaults): exit $? ($((SECONDS - t0)) s)"
+grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/mk_tests.log" | head -20
 t0=$SECONDS
 ablate="default;attn_pct=100,attn_wave=1;async_signal=0;gemv_warps=0;qkv_run=1;gemv_warps=0,qkv_run=1;costs=1;local_route=0;down_slot_wait=0;down_window=0;static_pct=0;attn_pct=100;default"
 timeout 120 $M bench decode --random nmc-full --batch 1,8 --context 8K --mk-variants "$ablate" \
@@ -21,10 +27,6 @@ echo "== ablation: $((SECONDS - t0)) s"
 timeout 90 $M bench decode --random nmc-full --batch 2,4,8 --context 128K \
   --mk-variants "default;attn_pct=100,attn_wave=1;attn_wave=1;default" \
   --json "$OUT/bench_wave.json" 2> "$OUT/bench_wave.log" | tee "$OUT/bench_wave_table.txt"
-t0=$SECONDS
-timeout 240 $T --gtest_filter="*MkVsVm*:MkDemo.*:MkDeterminism.*:MkTimeline.*:MkWatchdog.*:MkTuningSpec.*" > "$OUT/mk_tests.log" 2>&1
-echo "== megakernel tests (shipped defaults): exit $? ($((SECONDS - t0)) s)"
-grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/mk_tests.log" | head -20
 # In a folder of its own: serve_tpot.sh packs and empties its OUT.
 OUT=$OUT/serve DECODE_BACKENDS="layered megakernel auto" timeout 200 tools/serve_tpot.sh > "$OUT/serve_tpot_run.log" 2>&1
 cp "$OUT/serve/serve_tpot.txt" "$OUT/" 2>/dev/null
