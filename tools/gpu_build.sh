@@ -14,3 +14,16 @@ if ! ninja -C build-gpu -j16 "$@" > "$OUT/build.log" 2>&1; then
   grep -E "error" -A3 "$OUT/build.log" | head -40
   return 1
 fi
+# The megakernel's GPU tests (every family's minis against the CPU
+# interpreter, the demo model against HF, determinism, timeline, watchdog,
+# the tuning specs): run_mk_tests LOG SECONDS [EXTRA_FILTER], the summary
+# printed, its exit status returned.
+MK_TESTS="*MkVsVm*:MkDemo.*:MkDeterminism.*:MkTimeline.*:MkWatchdog.*:MkTuningSpec.*"
+run_mk_tests() {
+  local t0=$SECONDS rc
+  timeout "$2" build-gpu/test_gpu --gtest_filter="$MK_TESTS${3:-}" > "$1" 2>&1
+  rc=$?
+  echo "== megakernel tests: exit $rc ($((SECONDS - t0)) s, ${MEGASERVE_MK_EXPERIMENTS:-default settings})"
+  grep -E "^\[  (FAILED|PASSED) |buffer |Failure" "$1" | head -30
+  return $rc
+}

@@ -13,14 +13,10 @@
 #   git show main:src/gpu/mk/loader.cuh > .ab/files/loader.cuh
 # ~430 s: build ~60, tests ~125, grid ~40, A/B ~150, timelines ~60.
 set -uo pipefail
-export LD_LIBRARY_PATH=$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 source tools/gpu_build.sh test_gpu megaserve || exit 1
 T=build-gpu/test_gpu
 M=build-gpu/megaserve
-t0=$SECONDS
-timeout 300 $T --gtest_filter="*MkVsVm*:MkDemo.*:MkDeterminism.*:MkTimeline.*:MkWatchdog.*:MkTuningSpec.*" > "$OUT/mk_tests.log" 2>&1
-echo "== megakernel tests (new defaults): exit $? ($((SECONDS - t0)) s)"
-grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/mk_tests.log" | head -20
+run_mk_tests "$OUT/mk_tests.log" 300
 t0=$SECONDS
 timeout 200 $M bench decode --random nmc-full --batch 1,2,4,8 --context 1K,8K,32K,64K,128K \
   --mk-variants "default;attn_pct=100;attn_pct=75;attn_pct=50" --json "$OUT/bench_grid.json" 2> "$OUT/bench_grid.log" |

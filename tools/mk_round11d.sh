@@ -10,14 +10,10 @@
 #   OUT=/dir tools/mk_round11d.sh   (device machine, repo root, .deps carried)
 # ~350 s: build ~60, tests ~125, ablation ~40, 128K ~15, serve_tpot ~100, the rest.
 set -uo pipefail
-export LD_LIBRARY_PATH=$PWD/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 source tools/gpu_build.sh test_gpu megaserve || exit 1
 T=build-gpu/test_gpu
 M=build-gpu/megaserve
-t0=$SECONDS
-timeout 150 $T --gtest_filter="*MkVsVm*:MkDemo.*:MkDeterminism.*:MkTimeline.*:MkWatchdog.*:MkTuningSpec.*" > "$OUT/mk_tests.log" 2>&1
-echo "== megakernel tests (shipped defaults): exit $? ($((SECONDS - t0)) s)"
-grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/mk_tests.log" | head -20
+run_mk_tests "$OUT/mk_tests.log" 150
 t0=$SECONDS
 ablate="default;attn_pct=100,attn_wave=1;async_signal=0;gemv_warps=0;qkv_run=1;gemv_warps=0,qkv_run=1;costs=1;local_route=0;down_slot_wait=0;down_window=0;static_pct=0;attn_pct=100;default"
 timeout 120 $M bench decode --random nmc-full --batch 1,8 --context 8K --mk-variants "$ablate" \

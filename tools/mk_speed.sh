@@ -33,11 +33,8 @@ set -uo pipefail
 source tools/gpu_build.sh test_gpu megaserve || exit 1
 T=build-gpu/test_gpu
 M=build-gpu/megaserve
-t0=$SECONDS
-timeout 400 $T --gtest_filter="*MkVsVm*:MkDemo.*:MkDeterminism.*:MkTimeline.*:MkWatchdog.*" > "$OUT/mk_tests.log" 2>&1
+run_mk_tests "$OUT/mk_tests.log" 400
 rc=$?
-echo "== megakernel tests: exit $rc ($((SECONDS - t0)) s)"
-grep -E "^\[  (FAILED|PASSED) |buffer |Failure" "$OUT/mk_tests.log" | head -30
 if [ $rc != 0 ]; then
   [ "${MK_BENCH_ANYWAY:-0}" = 1 ] || exit 1
   echo "== TESTS FAILED: the numbers below are not valid for adopting a change (MK_BENCH_ANYWAY=1)"

@@ -648,13 +648,20 @@ OneRequest run_one_request(std::unique_ptr<GpuBackend> gpu, const std::string& i
   return out;
 }
 
+// The watchdog tests' options: a never-satisfied wait planted in the
+// megakernel's list, a short watchdog.
+GpuBackendOptions stuck_wait_options() {
+  GpuBackendOptions o = mk_options(16, 1024);
+  o.mk.plant_stuck_wait = true;
+  o.mk.watchdog_ms = 300;
+  return o;
+}
+
 TEST(MkWatchdog, StuckWaitFailsTheStepAndMakesTheEngineUnhealthy) {
   MS_GPU_TEST_GUARD();
   auto model = make_mini(minis()[0]);
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  GpuBackendOptions o = mk_options(16, 1024);
-  o.mk.plant_stuck_wait = true;
-  o.mk.watchdog_ms = 300;
+  const GpuBackendOptions o = stuck_wait_options();
   {
     auto gpu = GpuBackend::create((*model)->config, (*model)->weights, o);
     ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
@@ -689,9 +696,7 @@ TEST(MkWatchdog, AutoFallsBackToTheLayeredPathAndStaysHealthy) {
   MS_GPU_TEST_GUARD();
   auto model = make_mini(minis()[0]);
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  GpuBackendOptions o = mk_options(16, 1024);
-  o.mk.plant_stuck_wait = true;
-  o.mk.watchdog_ms = 300;
+  GpuBackendOptions o = stuck_wait_options();
   o.decode = DecodePath::kAuto;
   {
     auto gpu = GpuBackend::create((*model)->config, (*model)->weights, o);
