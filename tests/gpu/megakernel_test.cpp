@@ -984,6 +984,7 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
            {"down_gate=-2", "down_gate"},
            {"async_signal=2", "async_signal wants an integer in 0..1"},
            {"static_pct=101", "static_pct wants an integer in 0..100"},
+           {"attn_pct=5", "attn_pct wants 0 (by shape) or 10..400"},
            {"route_fused=1", "'route_fused=1'"},
            {"gu_batch=2x", "'2x'"},
            {"gu_batch", "'gu_batch'"}}) {

@@ -116,6 +116,8 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
     if (val.empty() || *e != 0 || v < set->lo || v > set->hi)
       return invalid_argument("megakernel tuning: " + key + " wants an integer in " + std::to_string(set->lo) + ".." +
                               std::to_string(set->hi) + ", got '" + val + "'");
+    if (set->field == &MkTuning::attn_pct && v > 0 && v < 10)
+      return invalid_argument("megakernel tuning: attn_pct wants 0 (by shape) or 10..400, got '" + val + "'");
     t.*(set->field) = static_cast<int>(v);
   }
   return t;

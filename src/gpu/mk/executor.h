@@ -60,7 +60,10 @@ struct MkTuning {
   // Round 11 (H200, 2026-12-05, docs/megakernel.md): qkv_run=3 with
   // gemv_warps, costs=2, attn_pct by shape, the static tiles, local_route,
   // down_slot_wait, down_window and async_signal together: bs 1 / 8K 3.223
-  // -> 3.061 ms, bs 8 / 8K 10.786 -> 10.116 (one process).
+  // -> 3.054 ms, bs 8 / 8K 10.786 -> 9.940. Each undone alone (call 4):
+  // static tiles +6.1 / +1.6%, local_route +4.2 / 0, QKV runs one warp a
+  // tile +3.3 / +0.2, costs=1 +1.8 / 0, down_window 0 / +6.1, async_signal
+  // +0.2 / +0.2, down_slot_wait -1.0 / 0 (bs 1 / bs 8).
   int qkv_run = 3;
   int o_run = 4;
   int costs = 2;
@@ -108,7 +111,7 @@ struct MkTuning {
 // "default" or "" (the shipped tuning), else comma-separated settings
 // applied to `base`: order=oproj_first|claims_first|oproj_between,
 // gu_batch=N, down_batch=N (0..64, 0: by rows), gu_gate=N, down_gate=N
-// (-1..8), qkv_run=N, o_run=N (1..64), costs=0|1|2, attn_pct=N (0: by shape, 10..400), attn_wave=0|1,
+// (-1..8), qkv_run=N, o_run=N (1..64), costs=0|1|2, attn_pct=N (0: by shape, or 10..400), attn_wave=0|1,
 // route_fast=0|1, down_slot_wait=0|1, head_sms=0..4, o_sms=0..132,
 // local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100,
 // down_window=0|1. An unknown or malformed setting is an error that names it.
