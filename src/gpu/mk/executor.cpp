@@ -109,7 +109,7 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
     if (!set || eq == std::string::npos)
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
                               "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, qkv_run=N, o_run=N, "
-                              "costs=0|1|2, attn_pct=0..400, attn_wave=0|1, route_fast=0|1, "
+                              "costs=0|1|2, attn_pct=0 or 10..400, attn_wave=0|1, route_fast=0|1, "
                               "down_slot_wait=0|1, head_sms=0..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
