@@ -966,6 +966,10 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   EXPECT_EQ(MkTuning{}.attn_percent_for(1, 131072), 100);
   EXPECT_EQ(MkTuning{}.attn_percent_for(2, 131072), 75);
   EXPECT_EQ(sig->attn_percent_for(1, 131072), 100);
+  auto fit = parse_mk_tuning("attn_fit=1,attn_pct=100");
+  ASSERT_TRUE(fit.is_ok()) << fit.status().to_string();
+  EXPECT_EQ(fit->attn_fit, 1);
+  EXPECT_EQ(mk_tuning_name(*fit), "attn_pct=100,attn_fit=1");
   auto pct = parse_mk_tuning("attn_pct=75");
   ASSERT_TRUE(pct.is_ok());
   EXPECT_EQ(pct->attn_percent_for(1, 131072), 75);
@@ -985,6 +989,7 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
            {"async_signal=2", "async_signal wants an integer in 0..1"},
            {"static_pct=101", "static_pct wants an integer in 0..100"},
            {"attn_pct=5", "attn_pct wants 0 (by shape) or 10..400"},
+           {"attn_fit=2", "attn_fit wants an integer in 0..1"},
            {"route_fused=1", "'route_fused=1'"},
            {"gu_batch=2x", "'2x'"},
            {"gu_batch", "'gu_batch'"}}) {

@@ -518,6 +518,79 @@ TEST(MkSchedule, AttentionSmPercentScalesTheSplits) {
   ASSERT_TRUE(run_machine(*s, fake_ops(*s, 9), {9}).is_ok());
 }
 
+// attn_fit: no split is empty at the positions a list serves where the
+// window fixes the key count, no row's splits get more stages than without
+// it, and the lists stay valid and deadlock-free.
+TEST(MkSchedule, AttnFitLeavesNoEmptySplitsAndNeverLongerOnes) {
+  const ModelConfig nmc = preset(Arch::kCohere2Moe, "full");
+  const Dims d = make_dims(nmc, 64);
+  auto splits = [&](int rows, int context, int pct, bool fit) {
+    ScheduleOptions o;
+    o.rows = rows;
+    o.context = context;
+    o.n_sm = 132;
+    o.attn_sm_percent = pct;
+    o.attn_fit = fit;
+    auto s = build_schedule(d, make_layer_info(nmc), o);
+    EXPECT_TRUE(s.is_ok()) << s.status().to_string();
+    EXPECT_TRUE(check_schedule(*s).is_ok());
+    return std::make_pair(s->splits_full, s->splits_sliding);
+  };
+  // The H200 timeline's case (1 row, 8K keys: the 16K bucket): 32 -> 33
+  // sliding splits at every SM, 25 -> 22 at three quarters; full layers as before.
+  EXPECT_EQ(splits(1, 16384, 100, false).second, 32);
+  EXPECT_EQ(splits(1, 16384, 100, true).second, 33);
+  EXPECT_EQ(splits(1, 16384, 75, false).second, 25);
+  EXPECT_EQ(splits(1, 16384, 75, true).second, 22);
+  EXPECT_EQ(splits(1, 16384, 75, true).first, splits(1, 16384, 75, false).first);
+  const int W = d.sliding_window;
+  for (int rows : {1, 3, 8})
+    for (int pct : {50, 75, 100})
+      for (int context : {4096, 16384, 131072}) {
+        SCOPED_TRACE("rows " + std::to_string(rows) + " pct " + std::to_string(pct) + " bucket " +
+                     std::to_string(context));
+        const auto old_n = splits(rows, context, pct, false), fit_n = splits(rows, context, pct, true);
+        // Every position a row of this bucket can have (the longest row is
+        // past half the bucket; shorter rows of a ragged batch anywhere). A
+        // shorter row may get more stages a split than before (fewer splits),
+        // never more than the bucket's longest row had: the attention chain
+        // waits for the longest split.
+        for (int sliding = 0; sliding < 2; ++sliding) {
+          const int window = sliding ? W : 0;
+          const int n_old = sliding ? old_n.second : old_n.first, n_fit = sliding ? fit_n.second : fit_n.first;
+          auto longest = [&](int pos, int n) {
+            int most = 0;
+            for (int s = 0; s < n; ++s) {
+              const SplitRange r = split_range(pos, window, s, n);
+              most = std::max(most, r.stage_end - r.stage_begin);
+            }
+            return most;
+          };
+          // Long buckets: every 7th position (7 is prime to the 64-key stages,
+          // so every alignment is still seen).
+          const int fine = context > 16384 ? 7 : 1;
+          int worst_old = 0;
+          for (int pos = context / 2; pos < context; pos += fine) worst_old = std::max(worst_old, longest(pos, n_old));
+          for (int pos = 0; pos < context; pos += (pos < 300 ? 1 : pos >= context / 2 ? fine : 37)) {
+            ASSERT_LE(longest(pos, n_fit), worst_old) << "pos " << pos << " sliding " << sliding;
+            // The window's 65 stages (64 where it starts on a stage boundary,
+            // one position in 64, and there the last split can be empty).
+            if (sliding && context >= 2 * W && pos >= context / 2 && (pos - W + 1) % kStageKeys != 0) {
+              ASSERT_EQ(split_range(pos, window, 0, n_fit).last_split, n_fit - 1) << "an empty split at pos " << pos;
+            }
+          }
+        }
+      }
+  ScheduleOptions o;
+  o.rows = 3;
+  o.context = 16384;
+  o.n_sm = 132;
+  o.attn_fit = true;
+  auto s = build_schedule(d, make_layer_info(nmc), o);
+  ASSERT_TRUE(s.is_ok());
+  ASSERT_TRUE(run_machine(*s, fake_ops(*s, 7), {7}).is_ok());
+}
+
 TEST(MkSchedule, SplitRangesCoverTheKeysOnce) {
   for (int window : {0, 100, 4096})
     for (int pos : {0, 1, 63, 64, 65, 1000, 8191, 9000})

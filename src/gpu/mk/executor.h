@@ -71,6 +71,8 @@ struct MkTuning {
   int attn_pct = 0;
   // ScheduleOptions::attn_one_wave (round 11 experiment).
   int attn_wave = 0;
+  // ScheduleOptions::attn_fit (round 12 experiment).
+  int attn_fit = 0;
   // Params::route_fast (round 10: noise alone; round 11: with attn_pct).
   int route_fast = 0;
   // Params::down_slot_wait (round 11).
@@ -111,7 +113,7 @@ struct MkTuning {
 // "default" or "" (the shipped tuning), else comma-separated settings
 // applied to `base`: order=oproj_first|claims_first|oproj_between,
 // gu_batch=N, down_batch=N (0..64, 0: by rows), gu_gate=N, down_gate=N
-// (-1..8), qkv_run=N, o_run=N (1..64), costs=0|1|2, attn_pct=N (0: by shape, or 10..400), attn_wave=0|1,
+// (-1..8), qkv_run=N, o_run=N (1..64), costs=0|1|2, attn_pct=N (0: by shape, or 10..400), attn_wave=0|1, attn_fit=0|1,
 // route_fast=0|1, down_slot_wait=0|1, head_sms=0..4, o_sms=0..132,
 // local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100,
 // down_window=0|1. An unknown or malformed setting is an error that names it.
