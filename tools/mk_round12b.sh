@@ -7,7 +7,8 @@
 #   2. bs 1 / 8 x 8K: each of those alone and together against the shipped
 #      defaults, and attn_fit with the attention on every SM;
 #   3. bs 1 at the long contexts (the attention on every SM there): attn_fit;
-#   4. bs 2 / 4 at the longest context the card holds: the one-wave splits.
+#   4. bs 2 / 4 at the longest context the card holds: the one-wave splits;
+#   5. the shipped defaults' bs 1 / 8K timeline (summary, layers 1-3 kept).
 #   OUT=/dir tools/mk_round12b.sh 2>&1 | tee $OUT/round.txt   (device machine, repo root, .deps carried)
 set -uo pipefail
 source tools/gpu_build.sh test_gpu megaserve || exit 1
@@ -30,5 +31,15 @@ bench() {  # bench NAME BATCHES CONTEXTS VARIANTS SECONDS
 bench knobs 1,8 8K "default;async_signal=0;down_slot_wait=0;async_signal=0,down_slot_wait=0;attn_fit=1;attn_fit=1,attn_pct=100;$new;default" 170
 bench long1 1 64K,128K "default;attn_fit=1;default" 90
 bench wave 2,4 $long "default;attn_wave=1;attn_pct=100,attn_wave=1" 120
+# The shipped defaults' bs 1 / 8K timeline: its summary, and layers 1-3's
+# entries to commit (a later session without a device reads them).
+timeout 120 $M bench decode --random nmc-full --decode-backend megakernel --batch 1 --context 8K \
+  --timeline "$OUT/timeline.json" > "$OUT/timeline_run.log" 2>&1 || tail -5 "$OUT/timeline_run.log"
+if [ -f "$OUT/timeline.json" ]; then
+  python3 tools/plot_timeline.py --summary "$OUT/timeline.json" 2-3 > "$OUT/timeline_summary.txt"
+  python3 tools/plot_timeline.py --extract "$OUT/timeline.json" "$OUT/timeline-bs1-8k-layers1-3.json.gz" 2-3
+  rm -f "$OUT/timeline.json"
+  head -20 "$OUT/timeline_summary.txt"
+fi
 # At most 8 files come back: the JSON rows, and the logs in one archive.
 (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)

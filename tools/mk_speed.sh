@@ -18,7 +18,8 @@
 #      MK_TIMELINE (space-separated, default "default"), each in a run of its
 #      own (so the recording does not slow the timed one), its per-opcode
 #      summary (tools/plot_timeline.py --summary), the cost model beside it
-#      (--model) and the SVG of layers 2-3;
+#      (--model), the SVG of layers 2-3 and layers 1-3's entries
+#      (--extract: gzipped, to commit with the round's numbers);
 #   6. MK_GRID="BATCHES CONTEXTS": the default tuning and the layered path
 #      side by side over that grid ($OUT/bench_grid.json);
 #   7. MK_FULL=1: the full-shape teacher-forced test against the layered path
@@ -77,6 +78,8 @@ for v in ${MK_TIMELINE:-default}; do
     python3 tools/plot_timeline.py --summary "$OUT/timeline$i.json" 2-3 | tee "$OUT/timeline_summary$i.txt"
     python3 tools/plot_timeline.py --model "$OUT/timeline$i.json" 2-3 | tee -a "$OUT/timeline_summary$i.txt"
     python3 tools/plot_timeline.py "$OUT/timeline$i.json" "$OUT/timeline$i-layers2-3.svg" 2-3
+    # Layers 1-3 with every field, small enough to commit (bench/results/).
+    python3 tools/plot_timeline.py --extract "$OUT/timeline$i.json" "$OUT/timeline$i-layers1-3.json.gz" 2-3
     gzip -f "$OUT/timeline$i.json"
   fi
 done
@@ -90,5 +93,5 @@ if [ "${MK_FULL:-0}" = 1 ]; then
   grep -E "^\[mk nmc\]|Failure|^\[  (FAILED|PASSED) " "$OUT/mk_full.log" | head -20
 fi
 (cd "$OUT" && tar czf mk_speed.tgz $(ls | grep -v '^mk_speed.tgz$') &&
-  ls | grep -vE '^(mk_speed.tgz|bench.json|bench_table.txt|bench_grid.json|timeline_summary1.txt|timeline1-layers2-3.svg)$' |
+  ls | grep -vE '^(mk_speed.tgz|bench.json|bench_table.txt|bench_grid.json|timeline_summary1.txt|timeline1-layers2-3.svg|timeline1-layers1-3.json.gz)$' |
   xargs rm -rf)

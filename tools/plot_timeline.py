@@ -9,6 +9,7 @@ with the part spent waiting on its dependencies (start -> ready) drawn pale.
 Usage: tools/plot_timeline.py timeline.json out.svg [FIRST-LAST]
        tools/plot_timeline.py --summary timeline.json [FIRST-LAST]
        tools/plot_timeline.py --model timeline.json [FIRST-LAST]
+       tools/plot_timeline.py --extract timeline.json out.json.gz FIRST-LAST
 FIRST-LAST (layers, e.g. 2-3) draws only those layers' instructions, on a
 time axis from the first one's start (a whole step of a full model is tens
 of thousands of bars; two layers show the structure).
@@ -29,6 +30,12 @@ stall_ns / signal_ns (older builds) print those as "-". Per layer it then gives
 the critical path (first start / ready / last end per opcode), the claim
 loops across SMs (first claim, first data, end, tiles / us per SM) and how
 many SMs are in each opcode (waiting on its producers or running) every 4 us.
+
+--extract keeps layers FIRST-1 .. LAST (the layer before: the head chain
+starts at its last down tile) with every field, gzipped: small enough
+(~100 KB at bs 1) to commit beside a round's numbers, so that a later
+session without a device can still read the timeline with the modes above
+(a whole step's JSON is tens of MB).
 
 --model sets the schedule builder's cost model (est_start_ns / est_end_ns,
 in timelines from round 11 on) beside the measurement: per opcode the
@@ -290,8 +297,20 @@ def occupancy(v, t0, step_us=4):
         t += step_us
 
 
+def extract(src, dst, layers):
+    data = load(src)
+    lo, hi = (int(x) for x in layers.split("-"))
+    data["instructions"] = [i for i in data["instructions"] if lo - 1 <= i["layer"] <= hi]
+    if not data["instructions"]:
+        sys.exit(f"no instructions in layers {lo - 1}-{hi}")
+    with gzip.open(dst, "wt") as f:
+        json.dump(data, f, separators=(",", ":"))
+
+
 if __name__ == "__main__":
-    if len(sys.argv) >= 3 and sys.argv[1] == "--summary":
+    if len(sys.argv) == 5 and sys.argv[1] == "--extract":
+        extract(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "--summary":
         summary(sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
     elif len(sys.argv) >= 3 and sys.argv[1] == "--model":
         model(sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
