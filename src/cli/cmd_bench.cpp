@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 
 #include "cli/commands.h"
 #include "core/flags.h"
@@ -73,9 +74,12 @@ Status write_json_file(const std::string& path, const std::string& text) {
 // The GPU backend on --model's checkpoint or --random's preset shape (random
 // weights built on the GPU), with `o` (block size set from the flags) and the
 // KV blocks `blocks_for` gives for the model.
+// blocks_for: the KV pool's blocks per group; or blocks_within (when set):
+// the blocks for the bytes the device has free for the pool.
 Result<std::unique_ptr<gpu::GpuBackend>> make_bench_backend(
     const Flags& f, const char* what, uint64_t seed, gpu::GpuBackendOptions o,
-    const std::function<std::vector<int>(const ModelConfig&, int block_size)>& blocks_for) {
+    const std::function<std::vector<int>(const ModelConfig&, int block_size)>& blocks_for,
+    const std::function<std::vector<int>(const ModelConfig&, int block_size, size_t budget)>& blocks_within = {}) {
   std::unique_ptr<LoadedModel> model;
   ModelConfig cfg;
   if (!f.str("model").empty()) {
@@ -86,7 +90,13 @@ Result<std::unique_ptr<gpu::GpuBackend>> make_bench_backend(
   } else {
     MS_ASSIGN_OR_RETURN(cfg, random_config(f.str("random")));
   }
-  o.kv_blocks = blocks_for(cfg, o.block_size);
+  if (blocks_within) {
+    o.kv_blocks_within = [blocks_within, cfg, bs = o.block_size](size_t budget) {
+      return blocks_within(cfg, bs, budget);
+    };
+  } else {
+    o.kv_blocks = blocks_for(cfg, o.block_size);
+  }
   std::fprintf(stderr, "%s: %s\n", what, cfg.summary().c_str());
   return model ? gpu::GpuBackend::create(cfg, model->weights, o) : gpu::GpuBackend::create_random(cfg, seed, o);
 }
@@ -107,7 +117,7 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
       .add("mk-variants",
            "megakernel: tunings timed one after another in this process, ';'-separated; each 'default' or "
            "comma-separated settings (order=oproj_first|claims_first|oproj_between, gu_batch=N, down_batch=N, "
-           "gu_gate=N, down_gate=N, qkv_run=N, o_run=N, costs=0|1|2, attn_pct=N, attn_wave=0|1, route_fast=0|1, down_slot_wait=0|1, head_sms=N, o_sms=N, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1)",
+           "gu_gate=N, down_gate=N, qkv_run=N, o_run=N, costs=0|1|2, attn_pct=N, attn_wave=0|1, attn_fit=0|1, route_fast=0|1, down_slot_wait=0|1, head_sms=N, o_sms=N, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1)",
            "")
       .add("timeline", "megakernel: also write one step's per-instruction times (first batch and context) as JSON", "");
   if (int rc = parse_bench_flags(f, args, "bench decode"); rc >= 0) return rc;
@@ -152,8 +162,7 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
     at = semi + 1;
   }
   if (!gpu::has_gpu()) return fail(unavailable("bench decode needs a CUDA GPU; none is available"));
-  int max_b = 1, max_c = 1;
-  for (int64_t b : *batches) max_b = std::max<int>(max_b, static_cast<int>(b));
+  int max_c = 1;
   for (int64_t c : *contexts) max_c = std::max<int>(max_c, static_cast<int>(c));
   gpu::GpuBackendOptions o;
   o.block_size = static_cast<int>(*block);
@@ -165,12 +174,26 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
   o.mk.barrier_between_phases = f.boolean("barrier-ablation");
   if (!variants.empty()) o.mk.tuning = variants[0];
   o.mk.record_timeline = !f.str("timeline").empty();
-  auto backend = make_bench_backend(f, "bench decode", static_cast<uint64_t>(*seed), o,
-                                    [&](const ModelConfig& cfg, int bs) {
-                                      return gpu::kv_blocks_for(cfg, bs, max_b, max_c + 64);
-                                    });
+  std::vector<int> batch_list, context_list;
+  for (int64_t b : *batches) batch_list.push_back(static_cast<int>(b));
+  for (int64_t c : *contexts) context_list.push_back(static_cast<int>(c));
+  // The KV pool holds every point when the device has room (the largest
+  // point's blocks); otherwise the points that fit, the others skipped and
+  // said so (an 80 GB card does not hold 8 rows of 128K keys beside NMC).
+  std::map<std::pair<int, int>, std::string> skip;
+  auto backend = make_bench_backend(
+      f, "bench decode", static_cast<uint64_t>(*seed), o, nullptr,
+      [&](const ModelConfig& cfg, int bs, size_t budget) {
+        gpu::BenchKvPlan plan = gpu::plan_bench_kv(cfg, bs, batch_list, context_list, 64, budget);
+        for (const auto& [point, why] : plan.skipped)
+          std::fprintf(stderr, "bench decode: batch %d context %d skipped: %s\n", point.first, point.second,
+                       why.c_str());
+        skip = std::move(plan.skipped);
+        return plan.blocks;
+      });
   if (!backend.is_ok()) return fail(backend.status());
   gpu::BenchDecodeOptions bo;
+  bo.skip = skip;
   bo.paths = paths;
   bo.batches.clear();
   for (int64_t b : *batches) bo.batches.push_back(static_cast<int>(b));

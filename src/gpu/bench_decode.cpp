@@ -62,6 +62,54 @@ std::vector<int> kv_blocks_for(const ModelConfig& cfg, int block_size, int batch
   return blocks;
 }
 
+size_t kv_pool_bytes(const ModelConfig& cfg, int block_size, const std::vector<int>& blocks) {
+  const KvSpec kv = make_kv_spec_blocks(cfg, block_size, blocks, 2);
+  const size_t per_block = size_t(cfg.n_kv_heads) * block_size * cfg.head_dim * 2;  // bf16 K or V
+  size_t total = 0;
+  for (int li = 0; li < cfg.n_layers; ++li) total += 2 * per_block * size_t(kv.groups[kv.layer_group[li]].num_blocks);
+  return total;
+}
+
+BenchKvPlan plan_bench_kv(const ModelConfig& cfg, int block_size, const std::vector<int>& batches,
+                          const std::vector<int>& contexts, int pad, size_t budget) {
+  struct Point {
+    int batch, context;
+    std::vector<int> blocks;
+    size_t bytes;
+  };
+  std::vector<Point> kept;
+  for (int b : batches)
+    for (int c : contexts) {
+      std::vector<int> blocks = kv_blocks_for(cfg, block_size, b, c + pad);
+      const size_t bytes = kv_pool_bytes(cfg, block_size, blocks);
+      kept.push_back({b, c, std::move(blocks), bytes});
+    }
+  // Largest first; stable, so equal points drop in the order given.
+  std::stable_sort(kept.begin(), kept.end(), [](const Point& a, const Point& b) { return a.bytes > b.bytes; });
+  auto gib = [](size_t x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f GiB", double(x) / double(size_t(1) << 30));
+    return std::string(buf);
+  };
+  BenchKvPlan plan;
+  while (!kept.empty()) {
+    std::vector<int> pool(kept[0].blocks.size(), 0);
+    for (const Point& p : kept)
+      for (size_t g = 0; g < pool.size(); ++g) pool[g] = std::max(pool[g], p.blocks[g]);
+    const size_t bytes = kv_pool_bytes(cfg, block_size, pool);
+    if (bytes <= budget) {
+      plan.blocks = std::move(pool);
+      break;
+    }
+    const Point& p = kept.front();
+    plan.skipped[{p.batch, p.context}] =
+        "its KV cache (" + gib(p.bytes) + (p.bytes <= budget ? ", with the larger points kept " + gib(bytes) : "") +
+        ") does not fit the " + gib(budget) + " the device has free for it";
+    kept.erase(kept.begin());
+  }
+  return plan;
+}
+
 Result<BenchDecodeResult> bench_decode(GpuBackend& backend, const BenchDecodeOptions& opt) {
   const ModelConfig& cfg = backend.config();
   const KvSpec& kv = backend.kv_spec();
@@ -79,7 +127,9 @@ Result<BenchDecodeResult> bench_decode(GpuBackend& backend, const BenchDecodeOpt
   for (int batch : opt.batches) {
     for (int context : opt.contexts) {
       std::vector<SeqWork> work;
-      Status s = make_batch(kv, batch, context, &work);
+      Status s = Status::ok();
+      if (auto skip = opt.skip.find({batch, context}); skip != opt.skip.end()) s = resource_exhausted(skip->second);
+      if (s.is_ok()) s = make_batch(kv, batch, context, &work);
       if (s.is_ok()) s = validate_batch(kv, cfg, work);
       // Bytes: embedding rows, per layer attention (+ router + distinct experts
       // routed, or the dense FFN), LM head; KV of every visible key. The

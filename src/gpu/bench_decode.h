@@ -8,7 +8,9 @@
 // read-bandwidth probe.
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -26,6 +28,9 @@ struct BenchDecodeOptions {
   std::vector<DecodePath> paths = {DecodePath::kLayered};
   // The megakernel is timed once per variant (empty: once, as created).
   std::vector<MkTuning> mk_variants;
+  // (batch, context) points not run, with why (plan_bench_kv: their KV
+  // cache does not fit the device); each gets a skipped row per path.
+  std::map<std::pair<int, int>, std::string> skip;
 };
 
 struct BenchDecodeRow {
@@ -52,6 +57,21 @@ struct BenchDecodeResult {
 // of `context` tokens: full-attention groups hold every key, sliding groups
 // a window (+1 block) per sequence.
 std::vector<int> kv_blocks_for(const ModelConfig& cfg, int block_size, int batch, int context);
+
+// Bytes of a KV pool of `blocks` blocks per group (bf16 K and V, every layer).
+size_t kv_pool_bytes(const ModelConfig& cfg, int block_size, const std::vector<int>& blocks);
+
+// The KV pool of a decode bench over batches x contexts (each context + pad
+// tokens) within `budget` bytes: per group the blocks of the points that fit
+// together, the largest dropped first until they do (an 80 GB H100 holds the
+// 61 GB of NMC's weights with 8 rows of 32K keys, not of 128K). `blocks` is
+// empty when no point fits; `skipped` says why each dropped point was.
+struct BenchKvPlan {
+  std::vector<int> blocks;
+  std::map<std::pair<int, int>, std::string> skipped;  // (batch, context) -> why
+};
+BenchKvPlan plan_bench_kv(const ModelConfig& cfg, int block_size, const std::vector<int>& batches,
+                          const std::vector<int>& contexts, int pad, size_t budget);
 
 Result<BenchDecodeResult> bench_decode(GpuBackend& backend, const BenchDecodeOptions& opt);
 

@@ -33,7 +33,16 @@ Status GpuBackend::init_executors(const GpuBackendOptions& opt) {
     }
   }
   // The KV pool last: its default size is what the executors left.
-  if (opt.kv_blocks.empty()) {
+  if (opt.kv_blocks_within) {
+    DeviceMemory mem;
+    MS_CUDA_RETURN(cudaMemGetInfo(&mem.free, &mem.total));
+    const size_t budget = mem.free > kKvRuntimeReserveBytes ? mem.free - kKvRuntimeReserveBytes : 0;
+    const std::vector<int> blocks = opt.kv_blocks_within(budget);
+    if (blocks.empty())
+      return resource_exhausted("gpu: no KV cache of the benchmark's points fits the " +
+                                std::to_string(budget >> 20) + " MiB free after the weights and the executors");
+    MS_RETURN_IF_ERROR(model_->alloc_kv(0, blocks));
+  } else if (opt.kv_blocks.empty()) {
     DeviceMemory mem;
     MS_CUDA_RETURN(cudaMemGetInfo(&mem.free, &mem.total));
     MS_ASSIGN_OR_RETURN(KvMemoryPlan plan,

@@ -46,6 +46,11 @@ struct GpuBackendOptions {
   std::function<void(const std::string&)> progress;
   int upload_threads = 0;
   std::vector<int> kv_blocks;  // non-empty: exactly these blocks per KV group (benchmarks), not kv_bytes
+  // Benchmarks whose largest point may not fit the device: called once the
+  // executors hold their buffers, with the bytes the KV pool may take (free
+  // memory less kKvRuntimeReserveBytes); returns the blocks per KV group
+  // (empty: nothing fits, an error). Overrides kv_blocks and kv_bytes.
+  std::function<std::vector<int>(size_t budget)> kv_blocks_within;
   int max_context = 0;  // longest sequence (tokens); 0: min(max_position, 262144)
   LayeredOptions layered;
   // Where decode steps run. The megakernel is opt-in until it has run on a

@@ -663,6 +663,45 @@ TEST(LayeredCreate, RejectsGqaGroupAbove16) {
   EXPECT_TRUE(ok.is_ok()) << ok.status().to_string();
 }
 
+// bench decode's KV pool on a card that cannot hold every point (no device
+// needed): an 80 GB H100 keeps ~16 GiB for the KV cache beside NMC's 61 GB.
+TEST(BenchKvPlan, KeepsThePointsThatFitAndNamesTheOthers) {
+  auto cfg = preset_config(Arch::kCohere2Moe, "full");
+  ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
+  // The pool's bytes: bf16 K and V of every layer's blocks (its group's).
+  size_t want = 0;
+  const size_t per_block = size_t(cfg->n_kv_heads) * 64 * cfg->head_dim * 2;
+  for (int li = 0; li < cfg->n_layers; ++li)
+    want += 2 * per_block * (cfg->layers[li].sliding ? 4096 / 64 + 1 : (1024 + 64 + 1 + 63) / 64);
+  EXPECT_EQ(kv_pool_bytes(*cfg, 64, kv_blocks_for(*cfg, 64, 1, 1024 + 64)), want);
+  const std::vector<int> batches = {1, 2, 4, 8}, contexts = {1024, 8192, 131072};
+  // Room for everything: the largest point's pool, as before.
+  BenchKvPlan all = plan_bench_kv(*cfg, 64, batches, contexts, 64, size_t(1) << 40);
+  EXPECT_EQ(all.blocks, kv_blocks_for(*cfg, 64, 8, 131072 + 64));
+  EXPECT_TRUE(all.skipped.empty());
+  const size_t budget = size_t(16) << 30;
+  BenchKvPlan h100 = plan_bench_kv(*cfg, 64, batches, contexts, 64, budget);
+  ASSERT_FALSE(h100.blocks.empty());
+  EXPECT_LE(kv_pool_bytes(*cfg, 64, h100.blocks), budget);
+  ASSERT_EQ(h100.skipped.count({8, 131072}), 1u);
+  EXPECT_NE(h100.skipped.at({8, 131072}).find("does not fit the 16.0 GiB"), std::string::npos)
+      << h100.skipped.at({8, 131072});
+  for (int b : batches)
+    for (int c : contexts) {
+      const std::vector<int> need = kv_blocks_for(*cfg, 64, b, c + 64);
+      bool fits = true;
+      for (size_t g = 0; g < need.size(); ++g) fits &= need[g] <= h100.blocks[g];
+      // Every point runs or is named, never both; the small ones run.
+      EXPECT_NE(fits, h100.skipped.count({b, c}) == 1) << b << " x " << c;
+      if (c <= 8192) {
+        EXPECT_TRUE(fits) << b << " x " << c;
+      }
+    }
+  BenchKvPlan none = plan_bench_kv(*cfg, 64, batches, contexts, 64, size_t(1) << 20);
+  EXPECT_TRUE(none.blocks.empty());
+  EXPECT_EQ(none.skipped.size(), batches.size() * contexts.size());
+}
+
 TEST(LayeredFull, NmcRandomWeightsDecodeAndBench) {
   MS_GPU_TEST_GUARD();
   auto cfg = preset_config(Arch::kCohere2Moe, "full");
