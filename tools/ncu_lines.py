@@ -9,7 +9,9 @@ The CSV (ncu of CUDA 13.0) is a block per source file: a "File Path" row, a
 line (its number in the first column) followed by that line's SASS rows (an
 empty first column). The samples are the "Warp Stall Sampling (All Samples)"
 column of the source-line rows. Prints the N lines (default 40) with the
-most samples and their share of all samples.
+most samples and their share of all samples, then each file's share (which
+opcode's code the warps sit in: ops/attention.cuh against the attention's
+share of the SM time in the timeline, say).
 """
 import collections
 import csv
@@ -44,6 +46,12 @@ def main(path, n):
     print(f"{len(samples)} source lines, {total:.0f} samples")
     for (fil, line), s in samples.most_common(n):
         print(f"{s / total:6.1%} {fil}:{line}  {text[(fil, line)].strip()[:100]}")
+    by_file = collections.Counter()
+    for (fil, _), s in samples.items():
+        by_file[fil] += s
+    print("per file:")
+    for fil, s in by_file.most_common():
+        print(f"{s / total:6.1%} {fil}")
 
 
 if __name__ == "__main__":
