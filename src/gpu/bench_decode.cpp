@@ -63,10 +63,9 @@ std::vector<int> kv_blocks_for(const ModelConfig& cfg, int block_size, int batch
 }
 
 size_t kv_pool_bytes(const ModelConfig& cfg, int block_size, const std::vector<int>& blocks) {
-  const KvSpec kv = make_kv_spec_blocks(cfg, block_size, blocks, 2);
-  const size_t per_block = size_t(cfg.n_kv_heads) * block_size * cfg.head_dim * 2;  // bf16 K or V
   size_t total = 0;
-  for (int li = 0; li < cfg.n_layers; ++li) total += 2 * per_block * size_t(kv.groups[kv.layer_group[li]].num_blocks);
+  for (const KvGroupSpec& g : make_kv_spec_blocks(cfg, block_size, blocks, 2).groups)
+    total += size_t(g.num_blocks) * g.bytes_per_block;
   return total;
 }
 

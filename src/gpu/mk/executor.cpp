@@ -135,11 +135,10 @@ std::string mk_tuning_name(const MkTuning& t) {
 }
 
 Status MkExecutor::set_tuning(const MkTuning& t) {
-  // What the schedule depends on: the cached lists are rebuilt.
-  if (t.order != opt_.tuning.order || t.qkv_run != opt_.tuning.qkv_run || t.o_run != opt_.tuning.o_run ||
-      t.costs != opt_.tuning.costs || t.attn_pct != opt_.tuning.attn_pct || t.attn_wave != opt_.tuning.attn_wave || t.attn_fit != opt_.tuning.attn_fit ||
-      t.head_sms != opt_.tuning.head_sms ||
-      t.o_sms != opt_.tuning.o_sms || t.static_pct != opt_.tuning.static_pct) {
+  // Another tuning: the cached lists are rebuilt (most settings are the
+  // schedule's; a list per (rows, bucket) costs milliseconds, and a new
+  // setting cannot be left out of a hand-kept list of those that are).
+  if (!(t == opt_.tuning)) {
     MS_CUDA_RETURN(cudaStreamSynchronize(stream_));  // no step still reads the cached lists
     last_ = nullptr;
     last_cached_ = nullptr;
