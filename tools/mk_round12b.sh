@@ -32,8 +32,10 @@ mem_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | he
 long=128K
 [ "${mem_mib:-0}" -lt 100000 ] && long=64K
 new="async_signal=0,down_slot_wait=0,attn_fit=1"
-MEGASERVE_MK_EXPERIMENTS=$new run_mk_tests "$OUT/mk_tests_new.log" "$(left 280)" ":-MkTuningSpec.*"
-rc=$?
+t=$(left 280)
+rc=1
+[ "$t" = 0 ] && echo "== tests: skipped (the call's time is spent)"
+[ "$t" != 0 ] && { MEGASERVE_MK_EXPERIMENTS=$new run_mk_tests "$OUT/mk_tests_new.log" "$t" ":-MkTuningSpec.*"; rc=$?; }
 [ $rc = 0 ] || echo "== TESTS FAILED under $new: its numbers are not for adopting it"
 bench() {  # bench NAME BATCHES CONTEXTS VARIANTS SECONDS
   local t0=$SECONDS t
