@@ -29,7 +29,9 @@ summed, top-k done). Timelines without data_ns / issue_ns / tiles /
 stall_ns / signal_ns (older builds) print those as "-". Per layer it then gives
 the critical path (first start / ready / last end per opcode), the claim
 loops across SMs (first claim, first data, end, tiles / us per SM) and how
-many SMs are in each opcode (waiting on its producers or running) every 4 us.
+many SMs are in each opcode (waiting on its producers or running) every 4 us,
+and where the layer's SM time goes (per opcode running / waiting, and the
+time between instructions).
 
 --extract keeps layers FIRST-1 .. LAST (the layer before: the head chain
 starts at its last down tile) with every field, gzipped: small enough
@@ -222,6 +224,8 @@ def phases(ins):
             print(f"  {op:16} {a:7.1f} {r:7.1f} {e:7.1f}")
         claims(v, t0)
         occupancy(v, t0)
+        if nxt:
+            sm_time(v, t0, min(i["start_ns"] for i in nxt))
 
 
 def head_chain(ins, lo=None, hi=None):
@@ -295,6 +299,31 @@ def occupancy(v, t0, step_us=4):
                 busy[i["op"]] = busy.get(i["op"], 0) + 1
         print(f"    {t:5.0f} " + ", ".join(f"{op} {n}" for op, n in sorted(busy.items(), key=lambda kv: -kv[1])))
         t += step_us
+
+
+def sm_time(v, t0, t1):
+    """Where a layer's SM time goes (its span x the SMs that ran any of its
+    instructions): per opcode the time running (ready -> end) and waiting on
+    its producers (start -> ready), clipped to the layer's span, and what is
+    left between instructions. A claim loop's "running" includes its waits
+    for ring data (its stall)."""
+    sms = {i["sm"] for i in v}
+    total = (t1 - t0) * len(sms)
+    if total <= 0:
+        return
+    run, wait = {}, {}
+    for i in v:
+        s, e = max(i["start_ns"], t0), min(i["end_ns"], t1)
+        if e <= s:
+            continue
+        r = min(max(i["ready_ns"], s), e)
+        wait[i["op"]] = wait.get(i["op"], 0) + r - s
+        run[i["op"]] = run.get(i["op"], 0) + e - r
+    print(f"  SM time ({(t1 - t0) / 1000:.1f} us x {len(sms)} SMs): running / waiting on producers")
+    for op in sorted(run, key=lambda o: -(run[o] + wait[o])):
+        print(f"    {op:16} {100 * run[op] / total:5.1f}% {100 * wait[op] / total:5.1f}%")
+    idle = total - sum(run.values()) - sum(wait.values())
+    print(f"    {'between':16} {100 * idle / total:5.1f}%")
 
 
 def extract(src, dst, layers):
