@@ -45,8 +45,30 @@ bench() {  # bench NAME BATCHES CONTEXTS VARIANTS SECONDS
     --json "$OUT/bench_$1.json" 2> "$OUT/bench_$1.log"
   echo "== bench $1: exit $? ($((SECONDS - t0)) s)"
 }
+# The clocks while the kernels run (an SM clock below the 1.98 GHz boost
+# under this load would stretch every latency the timeline shows alike).
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 250 \
+  > "$OUT/clocks.log" 2>&1 &
+smi=$!
 bench knobs 1,8 8K "default;async_signal=0;down_slot_wait=0;async_signal=0,down_slot_wait=0;attn_fit=1;attn_fit=1,attn_pct=100;$new;static_pct=88;o_sms=48;default" 200
 bench long1 1 64K,128K "default;attn_fit=1;default" 90
+kill $smi 2> /dev/null
+python3 - "$OUT/clocks.log" <<'PY'
+import sys
+rows = []
+for line in open(sys.argv[1]):
+    try:
+        rows.append([float(x) for x in line.split(",")])
+    except ValueError:
+        pass
+busy = [r for r in rows if r[2] > 200]  # samples with the kernels running (power above idle)
+if busy:
+    for i, name in enumerate(("SM MHz", "memory MHz", "power W", "temperature C")):
+        v = sorted(r[i] for r in busy)
+        print(f"== {name} while busy ({len(v)} samples): min {v[0]:.0f} median {v[len(v) // 2]:.0f} max {v[-1]:.0f}")
+else:
+    print(f"== clocks: no busy samples in {len(rows)}")
+PY
 # The shipped defaults' bs 1 / 8K timeline: its summary, and layers 1-3's
 # entries to commit (a later session without a device reads them).
 t=$(left 90)
