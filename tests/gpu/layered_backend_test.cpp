@@ -700,6 +700,16 @@ TEST(BenchKvPlan, KeepsThePointsThatFitAndNamesTheOthers) {
   BenchKvPlan none = plan_bench_kv(*cfg, 64, batches, contexts, 64, size_t(1) << 20);
   EXPECT_TRUE(none.blocks.empty());
   EXPECT_EQ(none.skipped.size(), batches.size() * contexts.size());
+  // One KV group (a dense model without sliding layers): the same rules.
+  auto llama = preset_config(Arch::kLlama, "full");
+  ASSERT_TRUE(llama.is_ok());
+  BenchKvPlan one = plan_bench_kv(*llama, 64, {1, 8}, {1024, 65536}, 64, size_t(1) << 40);
+  ASSERT_EQ(one.blocks.size(), 1u);
+  EXPECT_EQ(one.blocks, kv_blocks_for(*llama, 64, 8, 65536 + 64));
+  const size_t small = kv_pool_bytes(*llama, 64, kv_blocks_for(*llama, 64, 8, 1024 + 64));
+  BenchKvPlan some = plan_bench_kv(*llama, 64, {1, 8}, {1024, 65536}, 64, small);
+  EXPECT_EQ(some.blocks, kv_blocks_for(*llama, 64, 8, 1024 + 64));
+  EXPECT_EQ(some.skipped.count({8, 65536}) + some.skipped.count({1, 65536}), 2u);
 }
 
 TEST(LayeredFull, NmcRandomWeightsDecodeAndBench) {
