@@ -73,9 +73,9 @@ Status write_json_file(const std::string& path, const std::string& text) {
 #ifdef MEGASERVE_WITH_CUDA
 // The GPU backend on --model's checkpoint or --random's preset shape (random
 // weights built on the GPU), with `o` (block size set from the flags) and the
-// KV blocks `blocks_for` gives for the model.
-// blocks_for: the KV pool's blocks per group; or blocks_within (when set):
-// the blocks for the bytes the device has free for the pool.
+// KV blocks per group `blocks_for` gives for the model, or, when
+// blocks_within is set, that it gives for the bytes the device has free for
+// the pool once the weights and executors are allocated.
 Result<std::unique_ptr<gpu::GpuBackend>> make_bench_backend(
     const Flags& f, const char* what, uint64_t seed, gpu::GpuBackendOptions o,
     const std::function<std::vector<int>(const ModelConfig&, int block_size)>& blocks_for,
