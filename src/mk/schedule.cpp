@@ -687,6 +687,43 @@ Status bad(const Instruction& in, int sm, const std::string& what) {
   return internal_error("megakernel schedule: SM " + std::to_string(sm) + " " + describe(in) + ": " + what);
 }
 
+// check_schedule's coverage counts: each unit of work's key (opcode, layer,
+// and three fields) packed into 64 bits, sorted once, counted by binary
+// search. (A std::map of tuples made check_schedule the schedule tests'
+// slowest part, and ~10x slower again under AddressSanitizer.)
+class Coverage {
+ public:
+  // False where a field does not fit its bits: an out-of-range instruction.
+  bool add(Opcode op, int layer, int a, int b, int c) {
+    uint64_t k;
+    if (!pack(op, layer, a, b, c, &k)) return false;
+    keys_.push_back(k);
+    return true;
+  }
+  void seal() { std::sort(keys_.begin(), keys_.end()); }
+  int count(Opcode op, int layer, int a, int b, int c) const {
+    uint64_t k;
+    if (!pack(op, layer, a, b, c, &k)) return 0;
+    const auto [lo, hi] = std::equal_range(keys_.begin(), keys_.end(), k);
+    return static_cast<int>(hi - lo);
+  }
+  size_t distinct() const {
+    size_t n = 0;
+    for (size_t i = 0; i < keys_.size(); ++i) n += i == 0 || keys_[i] != keys_[i - 1];
+    return n;
+  }
+
+ private:
+  // opcode 6 bits, layer 10, a 24, b 16, c 8.
+  static bool pack(Opcode op, int layer, int a, int b, int c, uint64_t* k) {
+    if (layer < 0 || layer >= (1 << 10) || a < 0 || a >= (1 << 24) || b < 0 || b >= (1 << 16) || c < 0 || c >= (1 << 8))
+      return false;
+    *k = uint64_t(op) << 58 | uint64_t(layer) << 48 | uint64_t(a) << 24 | uint64_t(b) << 8 | uint64_t(c);
+    return true;
+  }
+  std::vector<uint64_t> keys_;
+};
+
 }  // namespace
 
 Status check_schedule(const Schedule& s) {
@@ -698,7 +735,7 @@ Status check_schedule(const Schedule& s) {
   for (size_t i = 1; i < s.sm_begin.size(); ++i)
     if (s.sm_begin[i] < s.sm_begin[i - 1]) return internal_error("megakernel schedule: SM ranges out of order");
   // Coverage: how many times each unit of work appears.
-  std::map<std::tuple<int, int, int, int, int>, int> seen;  // (op, layer, a, b, c)
+  Coverage seen;
   std::vector<int32_t> signals(c.total + 1, 0);
   std::vector<int> claims_gu(L, 0), claims_down(L, 0);  // claimable tiles (the static ones apart)
   std::map<std::pair<int, int>, std::vector<int>> static_hits;  // (op, layer): runs per static tile
@@ -719,7 +756,8 @@ Status check_schedule(const Schedule& s) {
         if (in.gemv.n_tiles < 1 || in.gemv.tile0 < 0 || in.gemv.tile0 + in.gemv.n_tiles > n_tiles)
           return bad(in, sm, "tiles outside [0, " + std::to_string(n_tiles) + ")");
         for (int t = in.gemv.tile0; t < in.gemv.tile0 + in.gemv.n_tiles; ++t)
-          ++seen[{int(in.op), in.layer, t, in.gemv.kslice, (in.flags & kFlagShared) ? 1 : 0}];
+          if (!seen.add(in.op, in.layer, t, in.gemv.kslice, (in.flags & kFlagShared) ? 1 : 0))
+            return bad(in, sm, "fields out of range");
         return Status::ok();
       };
       const bool head_op = in.op == Opcode::kFinalNorm || in.op == Opcode::kLmHead;
@@ -728,7 +766,8 @@ Status check_schedule(const Schedule& s) {
         case Opcode::kNorm:
         case Opcode::kFinalNorm:
           if (in.rows.row < 0 || in.rows.row >= R) return bad(in, sm, "row out of range");
-          ++seen[{int(in.op), in.layer, in.rows.row, (in.flags & kFlagNormSecond) ? 1 : 0, 0}];
+          if (!seen.add(in.op, in.layer, in.rows.row, (in.flags & kFlagNormSecond) ? 1 : 0, 0))
+            return bad(in, sm, "fields out of range");
           break;
         case Opcode::kQkv:
           MS_RETURN_IF_ERROR(tiles(qkv_tiles(d)));
@@ -767,12 +806,13 @@ Status check_schedule(const Schedule& s) {
           if (a.row < 0 || a.row >= R || a.kv_head < 0 || a.kv_head >= d.n_kv_heads || a.n_splits != s.splits(in.layer) ||
               (in.op == Opcode::kAttention && (a.split < 0 || a.split >= a.n_splits)))
             return bad(in, sm, "row / head / split out of range");
-          ++seen[{int(in.op), in.layer, a.row, a.kv_head, in.op == Opcode::kAttention ? a.split : 0}];
+          if (!seen.add(in.op, in.layer, a.row, a.kv_head, in.op == Opcode::kAttention ? a.split : 0))
+            return bad(in, sm, "fields out of range");
           break;
         }
         case Opcode::kRoute:
           if (!s.layers[in.layer].moe) return bad(in, sm, "route in a dense layer");
-          ++seen[{int(in.op), in.layer, 0, 0, 0}];
+          if (!seen.add(in.op, in.layer, 0, 0, 0)) return bad(in, sm, "fields out of range");
           break;
         case Opcode::kExpertGateUp:
         case Opcode::kExpertDown:
@@ -797,9 +837,9 @@ Status check_schedule(const Schedule& s) {
       }
     }
   }
+  seen.seal();
   auto expect = [&](Opcode op, int layer, int a, int b, int cc, const char* what) -> Status {
-    auto it = seen.find({int(op), layer, a, b, cc});
-    const int n = it == seen.end() ? 0 : it->second;
+    const int n = seen.count(op, layer, a, b, cc);
     if (n != 1)
       return internal_error("megakernel schedule: layer " + std::to_string(layer) + " " + what + " " +
                             std::to_string(a) + "/" + std::to_string(b) + "/" + std::to_string(cc) + " appears " +
@@ -862,8 +902,11 @@ Status check_schedule(const Schedule& s) {
       }
     }
   }
-  if (units != seen.size()) return internal_error("megakernel schedule: instructions outside the model's work");
+  if (units != seen.distinct()) return internal_error("megakernel schedule: instructions outside the model's work");
   // Static targets equal the instructions that signal the counter.
+  std::vector<char> down_done_counter(size_t(c.total) + 1, 0);  // an MoE layer's down-done counter
+  for (int l = 0; l < L; ++l)
+    if (s.layers[l].moe) down_done_counter[c.down_done(l)] = 1;
   for (int sm = 0; sm < s.n_sm(); ++sm)
     for (const Instruction& in : s.sm_list(sm))
       for (int i = 0; i < 2; ++i) {
@@ -879,9 +922,7 @@ Status check_schedule(const Schedule& s) {
             return bad(in, sm, "claim waits must be route >= 1 and gate/up done >= tiles per expert");
           continue;
         }
-        bool down_done = false;
-        for (int l = 0; l < L; ++l) down_done |= s.layers[l].moe && w.counter == c.down_done(l);
-        const int want = signals[w.counter] + (down_done ? 1 : 0);
+        const int want = signals[w.counter] + down_done_counter[w.counter];
         if (w.target != want || want == 0)
           return bad(in, sm, "waits for " + std::to_string(w.target) + " signals of counter " +
                                  std::to_string(w.counter) + ", which " + std::to_string(signals[w.counter]) +
