@@ -12,18 +12,17 @@
 namespace ms::jinja {
 namespace {
 
-const Value* arg(const CallArgs& a, size_t i, const std::string& name) { return a.get(i, name); }
 // For arguments that can only be given by keyword (any number of positional
 // arguments may come first: map('f', a1, ..., a200)).
 constexpr size_t kKeywordOnly = SIZE_MAX;
 
 std::string str_arg(const CallArgs& a, size_t i, const std::string& name, const std::string& def) {
-  const Value* v = arg(a, i, name);
+  const Value* v = a.get(i, name);
   return v && !v->is_undefined() ? v->to_str() : def;
 }
 
 bool bool_arg(const CallArgs& a, size_t i, const std::string& name, bool def) {
-  const Value* v = arg(a, i, name);
+  const Value* v = a.get(i, name);
   return v && !v->is_undefined() ? v->truthy() : def;
 }
 
@@ -155,7 +154,7 @@ std::string percent_format(const std::string& fmt, const Array& vals) {
 
 Value filter_tojson(const Value& input, CallArgs& args) {
   int indent = 0;
-  if (const Value* v = arg(args, 0, "indent"); v && v->is_number()) {
+  if (const Value* v = args.get(0, "indent"); v && v->is_number()) {
     // Python accepts any width; past a few hundred it is only a way to make
     // the output huge (each level repeats it).
     const int64_t want = v->as_int();
@@ -165,7 +164,7 @@ Value filter_tojson(const Value& input, CallArgs& args) {
   bool sort_keys = bool_arg(args, kKeywordOnly, "sort_keys", false);
   bool ensure_ascii = bool_arg(args, kKeywordOnly, "ensure_ascii", false);  // HF overrides tojson with ensure_ascii=False
   std::string item_sep, key_sep;
-  if (const Value* v = arg(args, kKeywordOnly, "separators"); v && v->is_array() && v->array().size() == 2) {
+  if (const Value* v = args.get(kKeywordOnly, "separators"); v && v->is_array() && v->array().size() == 2) {
     item_sep = v->array()[0].to_str();
     key_sep = v->array()[1].to_str();
   }
@@ -174,7 +173,7 @@ Value filter_tojson(const Value& input, CallArgs& args) {
 
 Value filter_round(const Value& input, CallArgs& args) {
   int64_t precision = 0;
-  if (const Value* v = arg(args, 0, "precision")) precision = v->as_int();
+  if (const Value* v = args.get(0, "precision")) precision = v->as_int();
   std::string method = str_arg(args, 1, "method", "common");
   double x = input.as_double(), scale = std::pow(10.0, static_cast<double>(precision));
   double r;
@@ -206,7 +205,7 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
     bool boolean = bool_arg(args, 1, "boolean", false);
     bool use_default = input.is_undefined() || (boolean && !input.truthy());
     if (!use_default) return input;
-    const Value* d = arg(args, 0, "default_value");
+    const Value* d = args.get(0, "default_value");
     return d ? *d : Value("");
   }
   if (name == "length" || name == "count") return Value(py_length(input));
@@ -216,7 +215,7 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
     return Value::safe_string(html_escape(input.to_str(env.repr)));
   }
   if (name == "tojson") return filter_tojson(input, args);
-  if (name == "trim") return Value(py_strip(require_string(input, name), arg(args, 0, "chars"), true, true));
+  if (name == "trim") return Value(py_strip(require_string(input, name), args.get(0, "chars"), true, true));
   if (name == "lower") return Value(ascii_lower(require_string(input, name)));
   if (name == "upper") return Value(ascii_upper(require_string(input, name)));
   if (name == "capitalize") return Value(capitalize(require_string(input, name)));
@@ -238,7 +237,7 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
   }
   if (name == "center") {
     std::string s = require_string(input, name);
-    int64_t width = arg(args, 0, "width") ? arg(args, 0, "width")->as_int() : 80;
+    int64_t width = args.get(0, "width") ? args.get(0, "width")->as_int() : 80;
     int64_t len = static_cast<int64_t>(utf8_decode(s).size());
     if (width <= len) return Value(s);
     budget_check_string(s.size() + static_cast<uint64_t>(width - len));
@@ -247,7 +246,7 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
   }
   if (name == "indent") {
     std::string pad = "    ";
-    if (const Value* w = arg(args, 0, "width")) {
+    if (const Value* w = args.get(0, "width")) {
       if (w->is_string()) {
         pad = w->str();
       } else {
@@ -264,7 +263,7 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
     return Value(percent_format(require_string(input, name), vals));
   }
   if (name == "int") {
-    const Value* d = arg(args, 0, "default");
+    const Value* d = args.get(0, "default");
     if (input.is_number()) return Value(input.as_int());
     if (input.is_string()) {
       try {
@@ -280,7 +279,7 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
     return d ? *d : Value(int64_t{0});
   }
   if (name == "float") {
-    const Value* d = arg(args, 0, "default");
+    const Value* d = args.get(0, "default");
     if (input.is_number()) return Value(input.as_double());
     if (input.is_string()) {
       try {
@@ -384,7 +383,7 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
     std::string attr = str_arg(args, name == "sum" ? 0 : 1, "attribute", "");
     Array items = iterate(input);
     if (name == "sum") {
-      Value acc = arg(args, 1, "start") ? *arg(args, 1, "start") : Value(int64_t{0});
+      Value acc = args.get(1, "start") ? *args.get(1, "start") : Value(int64_t{0});
       for (const auto& it : items) {
         Value v = attr.empty() ? it : get_attribute_path(it, attr);
         if (!v.is_number() || !acc.is_number()) throw JinjaError("sum filter needs numbers");
@@ -405,10 +404,10 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
     return best;
   }
   if (name == "batch") {
-    int64_t n = arg(args, 0, "linecount") ? arg(args, 0, "linecount")->as_int() : 1;
+    int64_t n = args.get(0, "linecount") ? args.get(0, "linecount")->as_int() : 1;
     if (n <= 0) throw JinjaError("batch size must be positive");
     budget_check_items(static_cast<uint64_t>(n));
-    const Value* fill = arg(args, 1, "fill_with");
+    const Value* fill = args.get(1, "fill_with");
     Array out, cur;
     for (const auto& it : iterate(input)) {
       cur.push_back(it);
@@ -427,9 +426,9 @@ Value apply_filter(const BuiltinEnv& env, const std::string& name, const Value& 
   if (name == "map") {
     Array out;
     if (!input.truthy()) return Value(std::move(out));  // jinja2 maps a falsy input to nothing
-    const Value* attr = arg(args, kKeywordOnly, "attribute");
+    const Value* attr = args.get(kKeywordOnly, "attribute");
     if (attr) {
-      const Value* def = arg(args, kKeywordOnly, "default");
+      const Value* def = args.get(kKeywordOnly, "default");
       for (const auto& it : iterate(input)) {
         Value v = get_attribute_path(it, attr->to_str());
         out.push_back(v.is_undefined() && def ? *def : v);

@@ -11,10 +11,9 @@
 namespace ms::jinja {
 namespace {
 
-const Value* arg(const CallArgs& a, size_t i, const std::string& name) { return a.get(i, name); }
 
 std::string need_str(const CallArgs& a, size_t i, const std::string& name, const std::string& method) {
-  const Value* v = arg(a, i, name);
+  const Value* v = a.get(i, name);
   if (!v || !v->is_string()) throw JinjaError(method + "() argument '" + name + "' must be a string");
   return v->str();
 }
@@ -100,18 +99,18 @@ Value string_method(const BuiltinEnv& env, const Value& self, const std::string&
   auto fn = [&](auto body) { return Value::function(name, body); };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     bool l = name != "rstrip", r = name != "lstrip";
-    return fn([s, l, r](CallArgs& a) { return Value(py_strip(s, arg(a, 0, "chars"), l, r)); });
+    return fn([s, l, r](CallArgs& a) { return Value(py_strip(s, a.get(0, "chars"), l, r)); });
   }
   if (name == "split" || name == "rsplit") {
     bool rs = name == "rsplit";
     return fn([s, rs](CallArgs& a) {
-      const Value* m = arg(a, 1, "maxsplit");
+      const Value* m = a.get(1, "maxsplit");
       int64_t maxsplit = m ? m->as_int() : -1;
       if (rs && maxsplit >= 0) {
         // rsplit with a limit: split from the right.
-        Array all = py_split(s, arg(a, 0, "sep"), -1);
+        Array all = py_split(s, a.get(0, "sep"), -1);
         if (static_cast<int64_t>(all.size()) <= maxsplit + 1) return Value(all);
-        const Value* sep = arg(a, 0, "sep");
+        const Value* sep = a.get(0, "sep");
         std::string j = sep && sep->is_string() ? sep->str() : " ";
         size_t head = all.size() - static_cast<size_t>(maxsplit);
         std::string first;
@@ -120,12 +119,12 @@ Value string_method(const BuiltinEnv& env, const Value& self, const std::string&
         out.insert(out.end(), all.begin() + static_cast<long>(head), all.end());
         return Value(out);
       }
-      return Value(py_split(s, arg(a, 0, "sep"), maxsplit));
+      return Value(py_split(s, a.get(0, "sep"), maxsplit));
     });
   }
   if (name == "splitlines") {
     return fn([s](CallArgs& a) {
-      bool keep = arg(a, 0, "keepends") && arg(a, 0, "keepends")->truthy();
+      bool keep = a.get(0, "keepends") && a.get(0, "keepends")->truthy();
       Array out;
       size_t pos = 0;
       while (pos < s.size()) {
@@ -142,7 +141,7 @@ Value string_method(const BuiltinEnv& env, const Value& self, const std::string&
   if (name == "startswith" || name == "endswith") {
     bool starts = name == "startswith";
     return fn([s, starts, name](CallArgs& a) {
-      const Value* p = arg(a, 0, "prefix");
+      const Value* p = a.get(0, "prefix");
       if (!p) throw JinjaError(name + "() needs an argument");
       Array cands = p->is_array() ? p->array() : Array{*p};
       for (const auto& c : cands) {
@@ -163,7 +162,7 @@ Value string_method(const BuiltinEnv& env, const Value& self, const std::string&
   if (name == "replace") {
     return fn([s](CallArgs& a) {
       std::string from = need_str(a, 0, "old", "replace"), to = need_str(a, 1, "new", "replace");
-      const Value* c = arg(a, 2, "count");
+      const Value* c = a.get(2, "count");
       int64_t count = c ? c->as_int() : -1;
       std::string out;
       if (from.empty()) {
@@ -193,7 +192,7 @@ Value string_method(const BuiltinEnv& env, const Value& self, const std::string&
   if (name == "format") return fn([s, env](CallArgs& a) { return Value(py_format(s, a, env.repr)); });
   if (name == "join") {
     return fn([s, env](CallArgs& a) {
-      const Value* it = arg(a, 0, "iterable");
+      const Value* it = a.get(0, "iterable");
       std::string out;
       bool first = true;
       for (const auto& x : iterate(it ? *it : Value())) {

@@ -23,9 +23,9 @@ using tool_call_detail::CallKeys;
 using tool_call_detail::CallObjectParser;
 using tool_call_detail::ScanStep;
 
-namespace {
-
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+// Named, not anonymous: ToolCallStreamParser::Impl (external linkage) holds
+// a list of them.
+namespace tool_call_detail {
 
 enum class MarkerAction { kCallOpen, kActionOpen, kPythonTag, kReasoningOpen, kReasoningClose, kStrip };
 
@@ -33,6 +33,15 @@ struct Marker {
   const char* text;
   MarkerAction action;
 };
+
+}  // namespace tool_call_detail
+
+using tool_call_detail::Marker;
+using tool_call_detail::MarkerAction;
+
+namespace {
+
+bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 const std::vector<Marker>& markers_for(ToolCallFormat format) {
   static const std::vector<Marker> kNone;

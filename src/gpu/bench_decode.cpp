@@ -6,14 +6,13 @@
 #include <random>
 #include <nlohmann/json.hpp>
 
+#include "core/int_math.h"
 #include "gpu/common/bandwidth_probe.h"
 #include "gpu/common/cuda_check.h"
 #include "gpu/common/device_info.h"
 
 namespace ms::gpu {
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Blocks a group needs for `batch` sequences at `context` (+1 for the new token).
 int64_t group_blocks(const KvGroupSpec& g, int block_size, int batch, int context) {

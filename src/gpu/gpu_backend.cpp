@@ -160,7 +160,9 @@ void GpuBackend::record(const Route& r, double ms) {
   if (!r.timed || !auto_) return;
   using ::ms::mk::DecodeChoice;
   auto line = auto_->record(r.rows, r.bucket, r.mk ? DecodeChoice::kMegakernel : DecodeChoice::kLayered, ms);
-  if (line) MS_LOG(Info) << "gpu: " << *line;
+  if (line) {
+    MS_LOG(Info) << "gpu: " << *line;
+  }
 }
 
 // A failure the kernel reported itself (it ended, so the device is usable)

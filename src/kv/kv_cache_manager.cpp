@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "core/int_math.h"
+
 namespace ms {
 namespace {
 
@@ -13,8 +15,6 @@ uint64_t mix64(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 

@@ -2,13 +2,10 @@
 #include "server/structured_output.h"
 
 #include "sampling/vocab_from_tokenizer.h"
+#include "server/request_fields.h"
 
 namespace ms::server {
 namespace {
-
-ApiError type_error(const std::string& param, const char* want, const Json& v) {
-  return bad_request("'" + param + "' must be " + want + ", got " + v.type_name(), param, "invalid_type");
-}
 
 ApiError unknown_key(const std::string& param, const std::string& key) {
   return bad_request("Unsupported parameter: '" + param + "." + key + "' is not supported by this server",

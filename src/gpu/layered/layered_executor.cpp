@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/int_math.h"
 #include "core/log.h"
 #include "gpu/common/cuda_check.h"
 #include "gpu/common/device_info.h"
@@ -22,10 +23,8 @@ namespace {
 // Attention splits: enough blocks for ~4 per SM at bs 1 (4 KV heads x 128
 // splits = 512 blocks of 8 warps on 132 SMs); each split of an 8K context is
 // then one 64-key tile.
-constexpr int kMaxSplits = 128;
+constexpr int kMaxAttnSplits = 128;
 constexpr int kAttnBlocksPerSm = 4;
-
-int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
 }  // namespace
 
@@ -72,7 +71,7 @@ Status LayeredExecutor::init_common(const LayeredOptions& opt) {
   MS_ASSIGN_OR_RETURN(DeviceInfo info, device_info());
   sm_count_ = info.sm_count;
   int max_ctx = opt_.max_context > 0 ? opt_.max_context : std::min(cfg_.max_position > 0 ? cfg_.max_position : 262144, 262144);
-  max_blocks_ = ceil_div(max_ctx, model_.block_size());
+  max_blocks_ = static_cast<int>(ceil_div(max_ctx, model_.block_size()));
   MS_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   MS_CUBLAS_RETURN(cublasCreate(&cublas_));
   MS_CUBLAS_RETURN(cublasSetStream(cublas_, stream_));
@@ -122,7 +121,7 @@ Status LayeredExecutor::alloc_runtime() {
   }
   MS_RETURN_IF_ERROR(stat_active_.alloc(cfg_.n_layers));
   MS_CUDA_RETURN(cudaMemset(stat_active_.get(), 0, stat_active_.bytes()));
-  ws_rowsplits_ = static_cast<int>(std::max<int64_t>(2 * Tm, kMaxDecodeRows * kMaxSplits));
+  ws_rowsplits_ = static_cast<int>(std::max<int64_t>(2 * Tm, kMaxDecodeRows * kMaxAttnSplits));
   MS_RETURN_IF_ERROR(part_o_.alloc(size_t(ws_rowsplits_) * cfg_.n_heads * cfg_.head_dim));
   MS_RETURN_IF_ERROR(part_lse_.alloc(size_t(ws_rowsplits_) * cfg_.n_heads));
   MS_RETURN_IF_ERROR(last_h_.alloc(S * H));
@@ -235,8 +234,8 @@ Status LayeredExecutor::stage_metadata(const std::vector<SeqWork>& batch, const 
   }
   s->T = T;
   last_T_ = T;
-  const int want = ceil_div(kAttnBlocksPerSm * sm_count_, int64_t(s->n_tiles) * cfg_.n_kv_heads);
-  s->splits = std::max(1, std::min({want, kMaxSplits, ws_rowsplits_ / std::max(T, 1)}));
+  const int want = static_cast<int>(ceil_div(kAttnBlocksPerSm * sm_count_, int64_t(s->n_tiles) * cfg_.n_kv_heads));
+  s->splits = std::max(1, std::min({want, kMaxAttnSplits, ws_rowsplits_ / std::max(T, 1)}));
   // Copy everything up to the end of the used table rows.
   const size_t n = meta_.tables + size_t(s->n_seq) * stride;
   MS_CUDA_RETURN(cudaMemcpyAsync(meta_dev_.get(), m, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
