@@ -14,27 +14,12 @@ constexpr int kMinStagesPerSplit = 2;  // a split still overlaps its loads
 // Attention splits per (row, KV head) for rows attending up to `keys` keys:
 // about one split per SM (attn_sm_percent of them) over all (row, head)
 // pairs, at least two stages each.
-// fit (ScheduleOptions::attn_fit): the length cap rounds up, not down, and
-// where the key range's stage count is the same at every position this
-// list serves (`exact`: a sliding layer at a bucket of at least twice its
-// window, whose longest row, past half the bucket, sees the whole window),
-// the count is cut to the fewest splits with the same stages per split (no
-// row gets more stages a split: splits x stages still covers the window).
-// split_range gives each split ceil(stages / splits) stages, so a count
-// that does not divide leaves the last splits empty, and an empty split
-// still holds its SM for the q / k / v preparation (~2.9 us on the H200
-// timeline at 6efb410). NMC's window is 4,096 keys, 65 stages at
-// unaligned positions: at 132 SMs the old cap made 32 splits of 3 stages
-// (22 used, 10 empty per head), fit makes 33 of 2; at 99 SMs (75%) 25
-// splits of 3 (22 used) become 22 of 3.
-int attention_splits(int keys, int rows, int n_kv, int n_sm, int attn_sm_percent, bool one_wave, bool fit = false,
-                     bool exact = false) {
+int attention_splits(int keys, int rows, int n_kv, int n_sm, int attn_sm_percent, bool one_wave) {
   const int n_st = ceil_div(keys, kStageKeys) + 1;  // +1: stages are aligned to absolute positions
   const int sms = std::max(1, n_sm * attn_sm_percent / 100);
   const int want = one_wave ? std::max(1, sms / (rows * n_kv)) : ceil_div(sms, rows * n_kv);
-  const int by_len = std::max(1, fit ? ceil_div(n_st, kMinStagesPerSplit) : n_st / kMinStagesPerSplit);
-  const int n = std::clamp(std::min(want, by_len), 1, kMaxSplits);
-  return fit && exact ? ceil_div(n_st, ceil_div(n_st, n)) : n;
+  const int by_len = std::max(1, n_st / kMinStagesPerSplit);
+  return std::clamp(std::min(want, by_len), 1, kMaxSplits);
 }
 
 // Places instructions in one global order, each on the SM that the cost
@@ -332,10 +317,7 @@ class Builder {
     const int full_keys = std::max(1, int(opt_.context * opt_.bucket_keys));
     const int keys = layers_[l].sliding ? std::min(full_keys, d.sliding_window) : full_keys;
     const double stage_bytes = 2.0 * kStageKeys * d.head_dim * 2;
-    // fit: the longest split's stages (split_range's ceiling), which is what
-    // the attention chain waits for; else the mean (the lists before round 12).
-    const int n_st = ceil_div(keys, kStageKeys) + 1;
-    const double split_stages = opt_.attn_fit ? double(ceil_div(n_st, n_splits)) : double(n_st) / n_splits;
+    const double split_stages = double(ceil_div(keys, kStageKeys) + 1) / n_splits;
     for (int r = 0; r < opt_.rows; ++r)
       for (int g = 0; g < d.n_kv_heads; ++g)
         for (int sp = 0; sp < n_splits; ++sp) {
@@ -627,13 +609,10 @@ Result<Schedule> build_schedule(const Dims& d, const std::vector<LayerInfo>& lay
   s.dims = d;
   s.layers = layers;
   s.counters = make_counter_layout(d, opt.rows);
-  s.splits_full = attention_splits(opt.context, opt.rows, d.n_kv_heads, opt.n_sm, opt.attn_sm_percent,
-                                   opt.attn_one_wave, opt.attn_fit);
-  s.splits_sliding = d.sliding_window > 0
-                         ? attention_splits(std::min(opt.context, d.sliding_window), opt.rows, d.n_kv_heads, opt.n_sm,
-                                            opt.attn_sm_percent, opt.attn_one_wave, opt.attn_fit,
-                                            /*exact=*/opt.context >= 2 * d.sliding_window)
-                         : s.splits_full;
+  s.splits_full = attention_splits(opt.context, opt.rows, d.n_kv_heads, opt.n_sm, opt.attn_sm_percent, opt.attn_one_wave);
+  s.splits_sliding = d.sliding_window > 0 ? attention_splits(std::min(opt.context, d.sliding_window), opt.rows,
+                                                             d.n_kv_heads, opt.n_sm, opt.attn_sm_percent, opt.attn_one_wave)
+                                          : s.splits_full;
   if (d.n_experts > 0) {
     const int slots = max_expert_slots(d, opt.rows), sms = opt.n_sm - opt.head_sms;  // claim instructions a layer
     s.gu_claims = static_cast<int>(std::ceil(opt.claim_factor * slots * expert_gu_tiles(d) / sms));

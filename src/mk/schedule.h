@@ -77,10 +77,6 @@ struct ScheduleOptions {
   // splits fit in those SMs at once: one wave (round 11 experiment; with
   // the count rounded up, 2-4 rows at 100% make more splits than SMs).
   bool attn_one_wave = false;
-  // No empty splits where the key count is known (attention_splits: the
-  // length cap rounded up; a sliding layer's count cut to the fewest splits
-  // with the same stages each). Round 12 experiment.
-  bool attn_fit = false;
   // SMs (the last ones) kept for the serial head: every kNorm, kFinalNorm
   // and kRoute runs there and nothing else does (round 11 experiment: the
   // head's code stays in their instruction caches, and a norm never queues

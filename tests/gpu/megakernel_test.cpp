@@ -964,12 +964,22 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   // The attention's share by shape unless set.
   EXPECT_EQ(MkTuning{}.attn_percent_for(1, 8192), 75);
   EXPECT_EQ(MkTuning{}.attn_percent_for(1, 131072), 100);
-  EXPECT_EQ(MkTuning{}.attn_percent_for(2, 131072), 75);
+  EXPECT_EQ(MkTuning{}.attn_percent_for(2, 131072), 100);
+  EXPECT_EQ(MkTuning{}.attn_percent_for(4, 65536), 100);
+  EXPECT_EQ(MkTuning{}.attn_percent_for(4, 32768), 75);
+  EXPECT_EQ(MkTuning{}.attn_percent_for(5, 131072), 75);
+  // One wave of splits by shape: 2-4 rows at 64K keys and more.
+  EXPECT_FALSE(MkTuning{}.attn_one_wave_for(1, 131072));
+  EXPECT_TRUE(MkTuning{}.attn_one_wave_for(2, 65536));
+  EXPECT_TRUE(MkTuning{}.attn_one_wave_for(4, 131072));
+  EXPECT_FALSE(MkTuning{}.attn_one_wave_for(3, 32768));
+  EXPECT_FALSE(MkTuning{}.attn_one_wave_for(6, 131072));
+  auto wave = parse_mk_tuning("attn_wave=0");
+  ASSERT_TRUE(wave.is_ok());
+  EXPECT_FALSE(wave->attn_one_wave_for(2, 131072));
+  EXPECT_EQ(mk_tuning_name(*wave), "attn_wave=0");
+  EXPECT_EQ(MkTuning{}.down_slot_wait, 0);
   EXPECT_EQ(sig->attn_percent_for(1, 131072), 100);
-  auto fit = parse_mk_tuning("attn_fit=1,attn_pct=100");
-  ASSERT_TRUE(fit.is_ok()) << fit.status().to_string();
-  EXPECT_EQ(fit->attn_fit, 1);
-  EXPECT_EQ(mk_tuning_name(*fit), "attn_pct=100,attn_fit=1");
   auto pct = parse_mk_tuning("attn_pct=75");
   ASSERT_TRUE(pct.is_ok());
   EXPECT_EQ(pct->attn_percent_for(1, 131072), 75);
@@ -989,7 +999,7 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
            {"async_signal=2", "async_signal wants an integer in 0..1"},
            {"static_pct=101", "static_pct wants an integer in 0..100"},
            {"attn_pct=5", "attn_pct wants 0 (by shape) or 10..400"},
-           {"attn_fit=2", "attn_fit wants an integer in 0..1"},
+           {"attn_wave=2", "attn_wave wants an integer in -1..1"},
            {"route_fused=1", "'route_fused=1'"},
            {"gu_batch=2x", "'2x'"},
            {"gu_batch", "'gu_batch'"}}) {

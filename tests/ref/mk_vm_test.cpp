@@ -111,7 +111,6 @@ TEST_P(MkVmFamilies, MatchesTheBf16ReferenceOnRaggedBatches) {
       so.rows = rows;
       so.context = mk::context_bucket(t + 2 * rows);
       so.n_sm = (t % 3 == 0) ? 1 : (t % 3 == 1 ? 5 : 132);
-      so.attn_fit = t % 2 == 1;  // other split counts: the same attention within the tolerance
       auto sched = mk::build_schedule((*vm)->dims(), (*vm)->layer_info(), so);
       ASSERT_TRUE(sched.is_ok()) << sched.status().to_string();
       StepResult got, want;

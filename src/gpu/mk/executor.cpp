@@ -77,8 +77,7 @@ constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 0, 64},
                                        {"o_run", &MkTuning::o_run, 1, 64},
                                        {"costs", &MkTuning::costs, 0, 2},
                                        {"attn_pct", &MkTuning::attn_pct, 0, 400},
-                                       {"attn_wave", &MkTuning::attn_wave, 0, 1},
-                                       {"attn_fit", &MkTuning::attn_fit, 0, 1},
+                                       {"attn_wave", &MkTuning::attn_wave, -1, 1},
                                        {"route_fast", &MkTuning::route_fast, 0, 1},
                                        {"down_slot_wait", &MkTuning::down_slot_wait, 0, 1},
                                        {"head_sms", &MkTuning::head_sms, 0, 4},
@@ -110,7 +109,7 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
     if (!set || eq == std::string::npos)
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
                               "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, qkv_run=N, o_run=N, "
-                              "costs=0|1|2, attn_pct=0 or 10..400, attn_wave=0|1, attn_fit=0|1, route_fast=0|1, "
+                              "costs=0|1|2, attn_pct=0 or 10..400, attn_wave=-1|0|1, route_fast=0|1, "
                               "down_slot_wait=0|1, head_sms=0..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
@@ -330,8 +329,7 @@ Result<MkExecutor::Cached*> MkExecutor::schedule_for(int rows, int context) {
   so.qkv_run = opt_.tuning.qkv_run;
   so.o_run = opt_.tuning.o_run;
   so.attn_sm_percent = opt_.tuning.attn_percent_for(rows, context);
-  so.attn_one_wave = opt_.tuning.attn_wave != 0;
-  so.attn_fit = opt_.tuning.attn_fit != 0;
+  so.attn_one_wave = opt_.tuning.attn_one_wave_for(rows, context);
   so.head_sms = opt_.tuning.head_sms;
   so.oproj_sms = opt_.tuning.o_sms;
   so.static_pct = opt_.tuning.static_pct;

@@ -69,14 +69,14 @@ struct MkTuning {
   int costs = 2;
   // ScheduleOptions::attn_sm_percent; 0: by shape (attn_percent_for).
   int attn_pct = 0;
-  // ScheduleOptions::attn_one_wave (round 11 experiment).
-  int attn_wave = 0;
-  // ScheduleOptions::attn_fit (round 12 experiment).
-  int attn_fit = 0;
+  // ScheduleOptions::attn_one_wave; -1: by shape (attn_one_wave_for).
+  int attn_wave = -1;
   // Params::route_fast (round 10: noise alone; round 11: with attn_pct).
   int route_fast = 0;
-  // Params::down_slot_wait (round 11).
-  int down_slot_wait = 1;
+  // Params::down_slot_wait (round 11). Off since round 12 (H200, bs 1..8 x
+  // 1K..128K, docs/megakernel.md): without the per-slot wait bs 1 is 0.4-1.1%
+  // faster, bs 2 0.7-2.0%, bs 3-8 within 0.1%.
+  int down_slot_wait = 0;
   // ScheduleOptions::head_sms (round 11 experiment).
   int head_sms = 0;
   // ScheduleOptions::oproj_sms (round 11 experiment).
@@ -103,17 +103,28 @@ struct MkTuning {
   // round 11): 75% is the best or within 1% of it at every point but those;
   // at 64K / 128K it is 5-18% ahead of both 50% and 100% from bs 2 on
   // (bs 4 / 128K 11.19 ms against 12.78 and 13.40); bs 1 / 128K 4.24 at
-  // 100% against 4.34 at 75%.
+  // 100% against 4.34 at 75%. Round 12 (H200): all of them in one wave of
+  // splits (attn_one_wave_for) at 2-4 rows and 64K keys and more: bs 2 / 3 /
+  // 4 x 128K 6.706 -> 6.438, 9.624 -> 8.627, 11.219 -> 10.544 ms; x 64K
+  // -0.2 / -0.3 / -0.8%; bs 6 and 8 within 0.1% either way (bs 5 not
+  // measured: 75%).
   int attn_percent_for(int rows, int context) const {
     if (attn_pct > 0) return attn_pct;
-    return rows == 1 && context >= 65536 ? 100 : 75;
+    return rows <= 4 && context >= 65536 ? 100 : 75;
+  }
+  // ScheduleOptions::attn_one_wave: attn_wave when set, else on where
+  // attn_percent_for gives 2-4 rows all the SMs (at one row it measured
+  // the same either way; at 8K it cost bs 1 2.6%).
+  bool attn_one_wave_for(int rows, int context) const {
+    if (attn_wave >= 0) return attn_wave != 0;
+    return rows >= 2 && rows <= 4 && context >= 65536;
   }
 };
 
 // "default" or "" (the shipped tuning), else comma-separated settings
 // applied to `base`: order=oproj_first|claims_first|oproj_between,
 // gu_batch=N, down_batch=N (0..64, 0: by rows), gu_gate=N, down_gate=N
-// (-1..8), qkv_run=N, o_run=N (1..64), costs=0|1|2, attn_pct=N (0: by shape, or 10..400), attn_wave=0|1, attn_fit=0|1,
+// (-1..8), qkv_run=N, o_run=N (1..64), costs=0|1|2, attn_pct=N (0: by shape, or 10..400), attn_wave=-1|0|1 (-1: by shape),
 // route_fast=0|1, down_slot_wait=0|1, head_sms=0..4, o_sms=0..132,
 // local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100,
 // down_window=0|1. An unknown or malformed setting is an error that names it.
