@@ -13,17 +13,10 @@
 #   4. the shipped defaults' bs 1 / 8K timeline (summary, layers 1-3 kept);
 #   5. bs 2 / 4 at the longest context the card holds: the one-wave splits.
 #   OUT=/dir tools/mk_round12b.sh 2>&1 | tee $OUT/round.txt   (device machine, repo root, .deps carried)
+# Ran once (8cdabc2, docs/megakernel.md "Round 12 measured"); attn_fit was
+# removed after it, so its attn_fit variants now stop with an unknown-setting
+# error: kept as the record of the call.
 set -uo pipefail
-# The whole call within the device tool's 600 s a command: each step's
-# timeout is cut to what is left of BUDGET seconds (a step with < 20 s left
-# is skipped, said so).
-deadline=$((SECONDS + ${BUDGET:-575}))
-left() {  # left WANT: min(WANT, seconds to the deadline - 5), or 0
-  local l=$((deadline - SECONDS - 5))
-  [ $l -gt "$1" ] && l=$1
-  [ $l -lt 20 ] && l=0
-  echo $l
-}
 source tools/gpu_build.sh test_gpu megaserve || exit 1
 M=build-gpu/megaserve
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
@@ -37,14 +30,6 @@ rc=1
 [ "$t" = 0 ] && echo "== tests: skipped (the call's time is spent)"
 [ "$t" != 0 ] && { MEGASERVE_MK_EXPERIMENTS=$new run_mk_tests "$OUT/mk_tests_new.log" "$t" ":-MkTuningSpec.*"; rc=$?; }
 [ $rc = 0 ] || echo "== TESTS FAILED under $new: its numbers are not for adopting it"
-bench() {  # bench NAME BATCHES CONTEXTS VARIANTS SECONDS
-  local t0=$SECONDS t
-  t=$(left "$5")
-  [ "$t" = 0 ] && { echo "== bench $1: skipped (the call's time is spent)"; return; }
-  timeout "$t" $M bench decode --random nmc-full --batch "$2" --context "$3" --mk-variants "$4" \
-    --json "$OUT/bench_$1.json" 2> "$OUT/bench_$1.log"
-  echo "== bench $1: exit $? ($((SECONDS - t0)) s)"
-}
 # The clocks while the kernels run (an SM clock below the 1.98 GHz boost
 # under this load would stretch every latency the timeline shows alike).
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 250 \

@@ -7,24 +7,9 @@
 # -1.0% in round 11's ablation); the megakernel tests under both.
 #   OUT=/dir tools/mk_round12d.sh 2>&1 | tee $OUT/round.txt   (device machine, repo root, .deps carried)
 set -uo pipefail
-deadline=$((SECONDS + ${BUDGET:-575}))
-left() {  # left WANT: min(WANT, seconds to the deadline - 5), or 0
-  local l=$((deadline - SECONDS - 5))
-  [ $l -gt "$1" ] && l=$1
-  [ $l -lt 20 ] && l=0
-  echo $l
-}
 source tools/gpu_build.sh test_gpu megaserve || exit 1
 M=build-gpu/megaserve
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-bench() {  # bench NAME BATCHES CONTEXTS VARIANTS SECONDS
-  local t0=$SECONDS t
-  t=$(left "$5")
-  [ "$t" = 0 ] && { echo "== bench $1: skipped (the call's time is spent)"; return; }
-  timeout "$t" $M bench decode --random nmc-full --batch "$2" --context "$3" --mk-variants "$4" \
-    --json "$OUT/bench_$1.json" 2> "$OUT/bench_$1.log"
-  echo "== bench $1: exit $? ($((SECONDS - t0)) s)"
-}
 bench long 1,2,3,4,6,8 32K,64K,128K "default;attn_pct=100,attn_wave=1;down_slot_wait=0;default" 200
 bench short 1,2,4,8 1K,8K "default;down_slot_wait=0;attn_pct=100,attn_wave=1;default" 80
 new="attn_pct=100,attn_wave=1,down_slot_wait=0"
