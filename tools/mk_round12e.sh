@@ -3,7 +3,8 @@
 # at 64K / 128K, the two shapes the new defaults' grid left low (54.5% and
 # 57.9% of nominal SoL at 128K against 62-65% at bs 4, 6, 8), with the
 # attention on every SM and / or in one wave; then the megakernel tests at
-# the defaults (the per-slot down wait removed in 6a1bab4).
+# the defaults (re-apply 6a1bab4, the per-slot down wait's removal, first:
+# `git cherry-pick 6a1bab4`).
 #   OUT=/dir tools/mk_round12e.sh 2>&1 | tee $OUT/round.txt   (device machine, repo root, .deps carried)
 set -uo pipefail
 source tools/gpu_build.sh test_gpu megaserve || exit 1
