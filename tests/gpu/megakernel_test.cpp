@@ -978,6 +978,10 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   ASSERT_TRUE(wave.is_ok());
   EXPECT_FALSE(wave->attn_one_wave_for(2, 131072));
   EXPECT_EQ(mk_tuning_name(*wave), "attn_wave=0");
+  // An explicit share below 100 keeps the splits' count by share, not one wave.
+  auto share = parse_mk_tuning("attn_pct=75");
+  ASSERT_TRUE(share.is_ok());
+  EXPECT_FALSE(share->attn_one_wave_for(2, 131072));
   EXPECT_EQ(MkTuning{}.down_slot_wait, 0);
   EXPECT_EQ(sig->attn_percent_for(1, 131072), 100);
   auto pct = parse_mk_tuning("attn_pct=75");

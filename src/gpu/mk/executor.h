@@ -117,7 +117,7 @@ struct MkTuning {
   // the same either way; at 8K it cost bs 1 2.6%).
   bool attn_one_wave_for(int rows, int context) const {
     if (attn_wave >= 0) return attn_wave != 0;
-    return rows >= 2 && rows <= 4 && context >= 65536;
+    return rows >= 2 && attn_percent_for(rows, context) == 100;
   }
 };
 
