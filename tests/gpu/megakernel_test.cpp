@@ -261,8 +261,8 @@ TEST_P(MkVsVm, RaggedDecodeMatchesTheInterpreter) {
   const int steps = steps_env ? std::max(1, std::atoi(steps_env)) : mini.steps;
   const int block = mini.block;
   const int per_row = (mini.start + steps + 3 * 8) / block + 2;  // blocks a row may use
-  // Under a tuning experiment also 2 rows (the batch <= 2 paths, e.g.
-  // down_slot_wait, which MkDemo alone would reach).
+  // Under a tuning experiment also 2 rows (the batch <= 2 paths, which
+  // MkDemo alone would reach).
   const char* exp_env = std::getenv("MEGASERVE_MK_EXPERIMENTS");
   const bool experiment = exp_env && *exp_env && std::string(exp_env) != "default";
   std::vector<int> row_counts = {1, 3, 8};
@@ -982,7 +982,6 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   auto share = parse_mk_tuning("attn_pct=75");
   ASSERT_TRUE(share.is_ok());
   EXPECT_FALSE(share->attn_one_wave_for(2, 131072));
-  EXPECT_EQ(MkTuning{}.down_slot_wait, 0);
   EXPECT_EQ(sig->attn_percent_for(1, 131072), 100);
   auto pct = parse_mk_tuning("attn_pct=75");
   ASSERT_TRUE(pct.is_ok());

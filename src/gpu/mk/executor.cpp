@@ -79,7 +79,6 @@ constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 0, 64},
                                        {"attn_pct", &MkTuning::attn_pct, 0, 400},
                                        {"attn_wave", &MkTuning::attn_wave, -1, 1},
                                        {"route_fast", &MkTuning::route_fast, 0, 1},
-                                       {"down_slot_wait", &MkTuning::down_slot_wait, 0, 1},
                                        {"head_sms", &MkTuning::head_sms, 0, 4},
                                        {"o_sms", &MkTuning::o_sms, 0, 132},
                                        {"local_route", &MkTuning::local_route, 0, 1},
@@ -110,7 +109,7 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
                               "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, qkv_run=N, o_run=N, "
                               "costs=0|1|2, attn_pct=0 or 10..400, attn_wave=-1|0|1, route_fast=0|1, "
-                              "down_slot_wait=0|1, head_sms=0..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1)");
+                              "head_sms=0..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
     if (val.empty() || *e != 0 || v < set->lo || v > set->hi)
@@ -418,7 +417,6 @@ Status MkExecutor::enqueue(const std::vector<SeqWork>& batch) {
   p.gate_gu = opt_.tuning.gu_gate;
   p.gate_down = opt_.tuning.down_gate;
   p.route_fast = opt_.tuning.route_fast;
-  p.down_slot_wait = opt_.tuning.down_slot_wait;
   p.local_route = opt_.tuning.local_route;
   p.async_signal = opt_.tuning.async_signal;
   p.gemv_warps = opt_.tuning.gemv_warps;

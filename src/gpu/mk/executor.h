@@ -63,7 +63,10 @@ struct MkTuning {
   // -> 3.054 ms, bs 8 / 8K 10.786 -> 9.940. Each undone alone (call 4):
   // static tiles +6.1 / +1.6%, local_route +4.2 / 0, QKV runs one warp a
   // tile +3.3 / +0.2, costs=1 +1.8 / 0, down_window 0 / +6.1, async_signal
-  // +0.2 / +0.2, down_slot_wait -1.0 / 0 (bs 1 / bs 8).
+  // +0.2 / +0.2, down_slot_wait -1.0 / 0 (bs 1 / bs 8). Round 12 (H200,
+  // bs 1..8 x 1K..128K): without the per-slot down wait bs 1 is 0.4-1.1%
+  // faster, bs 2 0.7-2.0%, bs 3-8 within 0.1%; it is removed (the down loop
+  // waits for every routed slot before its first tile, at every batch).
   int qkv_run = 3;
   int o_run = 4;
   int costs = 2;
@@ -73,10 +76,6 @@ struct MkTuning {
   int attn_wave = -1;
   // Params::route_fast (round 10: noise alone; round 11: with attn_pct).
   int route_fast = 0;
-  // Params::down_slot_wait (round 11). Off since round 12 (H200, bs 1..8 x
-  // 1K..128K, docs/megakernel.md): without the per-slot wait bs 1 is 0.4-1.1%
-  // faster, bs 2 0.7-2.0%, bs 3-8 within 0.1%.
-  int down_slot_wait = 0;
   // ScheduleOptions::head_sms (round 11 experiment).
   int head_sms = 0;
   // ScheduleOptions::oproj_sms (round 11 experiment).
@@ -125,7 +124,7 @@ struct MkTuning {
 // applied to `base`: order=oproj_first|claims_first|oproj_between,
 // gu_batch=N, down_batch=N (0..64, 0: by rows), gu_gate=N, down_gate=N
 // (-1..8), qkv_run=N, o_run=N (1..64), costs=0|1|2, attn_pct=N (0: by shape, or 10..400), attn_wave=-1|0|1 (-1: by shape),
-// route_fast=0|1, down_slot_wait=0|1, head_sms=0..4, o_sms=0..132,
+// route_fast=0|1, head_sms=0..4, o_sms=0..132,
 // local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100,
 // down_window=0|1. An unknown or malformed setting is an error that names it.
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning base = {});

@@ -133,10 +133,6 @@ struct Params {
   int32_t claim_batch_down = 1;
   int32_t gate_gu = -1;
   int32_t gate_down = -1;
-  // Round 11 experiment: at batch <= 2 each down tile waits for its own
-  // expert slot's gate/up tiles (1) instead of the loop waiting for every
-  // slot before its first tile (0).
-  int32_t down_slot_wait = 0;
   // Round 11 experiment: at batch 1 each SM's loader routes the layer itself
   // for its gate/up loop (waits for the router tiles, runs route_token, sorts
   // the experts) and hands the plan to its consumers, who then skip the wait

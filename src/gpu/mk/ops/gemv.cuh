@@ -573,16 +573,6 @@ __device__ __forceinline__ int member_row(const Ctx& c, int tile, int tpe, bool 
 // selection id), so a slot's members need no staging of their own.
 // Header reads are warp-uniform (every lane reads the same header; the
 // verdict of the waits is the warp's vote), so a warp never splits.
-// Member rows of one expert slot a warp stages for itself (slot_wait below):
-// a slot has at most one member per token row.
-constexpr int kSlotRows = 2;
-
-// slot_wait (Params::down_slot_wait): a down loop does no up-front wait and
-// staging; the owner warp of a tile waits for its expert slot's gate/up
-// tiles and stages the slot's member rows into its own rows of the
-// activation buffer (warp w: rows [w x kSlotRows, (w + 1) x kSlotRows) at
-// `stride`) when its slot changes. A gate/up loop signals each tile as it
-// ends (a slot completes while the loops still run) instead of tallying.
 // Params::down_window (batch > 2, a slot's members do not fit beside the
 // others'): warp w's part of a down tile's window bookkeeping (every warp
 // calls it for every tile, in loop order; see Smem::win). The owner of a
@@ -656,7 +646,7 @@ __device__ __forceinline__ uint32_t window_rows(Ctx& c, int tile, int tpe, bool 
 }
 
 __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, uint32_t act_base, int stride,
-                                                 bool slot_wait = false, bool window = false) {
+                                                 bool window = false) {
   const Params& p = c.p;
   const Dims& d = p.dims;
   const bool gu = in.op == Opcode::kExpertGateUp;
@@ -664,7 +654,6 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
   const int tpe = gu ? ::ms::mk::expert_gu_tiles(d) : ::ms::mk::expert_down_tiles(d);
   const int n_src = gu ? p.rows : p.rows * d.top_k;  // staged activation rows
   const ClaimPlan& cp = claim_plan(c.s);
-  int warp_slot = -1;  // slot_wait: the slot whose rows this warp has staged
   for (int k = 0; k < in.claim.max_claims; ++k) {
     StageHeader h;
     const bool have = __all_sync(0xffffffffu, c.acquire(Ctx::kAnyTile, 0, &h));
@@ -682,7 +671,7 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
     // ceiling).
     uint32_t b_lane = act_base + member_row(c, tile, tpe, gu, n_src) * stride + ((lane >> 3) & 1) * 16;
     // The warp's vote: the branches below hold full-warp shuffles.
-    if ((slot_wait || window) && __any_sync(0xffffffffu, c.drain)) c.drain = true;
+    if (window && __any_sync(0xffffffffu, c.drain)) c.drain = true;
     if (window) {
       const uint32_t rows0 = c.drain ? 0u : window_rows(c, tile, tpe, mine, act_base, stride);
       if (rows0 == 0) {
@@ -692,31 +681,6 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
         const int cnt = max(min(cp.count[slot], kMaxRows), 1);
         b_lane = rows0 + uint32_t((n < cnt ? n : 0) * stride) + ((lane >> 3) & 1) * 16;
       }
-    }
-    if (slot_wait && !gu && mine && !c.drain) {
-      const int slot = clamp_sel(tile / tpe);
-      const int off = clamp_sel(cp.offset[slot]), cnt = min(cp.count[slot], kSlotRows);
-      const uint32_t rows0 = act_base + uint32_t(w * kSlotRows * stride);
-      if (slot != warp_slot) {
-        int ok = 1;
-        if (lane == 0)
-          ok = wait_counter(p, in.wait[1].counter + uint32_t(slot), in.wait[1].target, c.at, 0) ? 1 : 0;
-        if (!__shfl_sync(0xffffffffu, ok, 0)) {
-          c.drain = true;
-          if (lane == 0) c.s.claim_fail = 1;
-        } else {
-          __syncwarp();  // lane 0's acquire ordered before every lane's reads
-          for (int n = 0; n < cnt; ++n) {
-            const uint16_t* src = p.moe_act + int64_t(cp.member[clamp_sel(off + n)]) * I;
-            for (int q = lane; q < I / 8; q += 32) cp_async_16(rows0 + uint32_t(n * stride + q * 16), src + q * 8);
-          }
-          cp_async_wait_all();
-          __syncwarp();
-          warp_slot = slot;
-        }
-      }
-      const int n = lane & 7;
-      b_lane = rows0 + uint32_t((n < cnt ? n : 0) * stride) + ((lane >> 3) & 1) * 16;
     }
     float4* acc_slot = reinterpret_cast<float4*>(c.s.scratch) + w * 32 + lane;
     const int row_bytes = gu ? kRowBytes : ::ms::mk::expert_down_row_bytes(d);
@@ -756,14 +720,7 @@ __device__ __forceinline__ void claim_loop_warps(Ctx& c, const Instruction& in, 
         }
       }
     }
-    if (gu && slot_wait) {
-      // The down loops wait per slot: each gate/up tile is signalled on its
-      // own (the warp's stores, then one release), not with the loop's tally.
-      __syncwarp();
-      if (lane == 0) red_release_add(p.counters + in.signal[0] + uint32_t(slot), 1u);
-    } else if (lane == 0) {
-      atomicAdd(&c.s.claim_tally[gu ? slot : 0], 1);
-    }
+    if (lane == 0) atomicAdd(&c.s.claim_tally[gu ? slot : 0], 1);
     if (window) {  // this tile's reads of its region are done (the mma is in registers)
       __syncwarp();
       if (lane == 0) {
@@ -825,7 +782,7 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
     else
       load_claim_plan(c, in.layer, staged);
     if (!staged) c.stage_act(tag, p.h, d.hidden, nullptr, p.rows, 0, d.hidden);
-    claim_loop_warps(c, in, act_base, kActStride, p.down_slot_wait && p.rows <= kSlotRows);
+    claim_loop_warps(c, in, act_base, kActStride);
   } else {
     load_claim_plan(c, in.layer);
     // One warp per tile when every selection's moe_act row fits the
@@ -833,14 +790,7 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
     // (21 at I = 768: batch 1 and 2 of a top-8 model); else the whole CTA
     // on each tile.
     const int I = d.moe_ffn, n_sel = p.rows * d.top_k, stride = I * 2 + 16;
-    if (p.down_slot_wait && p.rows <= kSlotRows && I % 8 == 0 && kConsumerWarps * kSlotRows * stride <= kActBytes) {
-      // Each tile waits for its own slot's gate/up tiles (the owner warp),
-      // so the loop starts before the last gate/up tile anywhere ends.
-      if (c.tid() == 0) c.s.claim_fail = 0;
-      consumer_sync();
-      c.act = 0;
-      claim_loop_warps(c, in, act_base, stride, true);
-    } else if (n_sel * stride <= kActBytes) {
+    if (n_sel * stride <= kActBytes) {
       wait_all_slots(c, in);
       c.stage_act(act_tag(kActMoe, in.layer, 0, 0, I, 1022), p.moe_act, I, nullptr, n_sel, 0, I, stride);
       claim_loop_warps(c, in, act_base, stride);
@@ -854,16 +804,16 @@ __device__ __forceinline__ bool op_claims(Ctx& c, const Instruction& in) {
       }
       c.act = 0;
       consumer_sync();
-      claim_loop_warps(c, in, act_base, stride, false, true);
+      claim_loop_warps(c, in, act_base, stride, true);
     } else {
       wait_all_slots(c, in);
       claim_loop_cta(c, in);
     }
   }
   consumer_sync();
-  // A down loop's failed slot wait (one warp's) gives the step up for every
-  // thread (wait_all_slots does the same up front); a value left from an
-  // earlier loop means the step is given up already.
+  // A down loop's failed slot wait (wait_all_slots) gives the step up for
+  // every thread; a value left from an earlier loop means the step is given
+  // up already.
   if (!gu && c.s.claim_fail) c.drain = true;
   if (c.tid() == 0 && !c.drain) {
     release_fence();
