@@ -982,6 +982,10 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   auto share = parse_mk_tuning("attn_pct=75");
   ASSERT_TRUE(share.is_ok());
   EXPECT_FALSE(share->attn_one_wave_for(2, 131072));
+  auto abl = parse_mk_tuning("attn_ablate=3");
+  ASSERT_TRUE(abl.is_ok());
+  EXPECT_EQ(abl->attn_ablate, 3);
+  EXPECT_EQ(mk_tuning_name(*abl), "attn_ablate=3");
   EXPECT_EQ(sig->attn_percent_for(1, 131072), 100);
   auto pct = parse_mk_tuning("attn_pct=75");
   ASSERT_TRUE(pct.is_ok());
@@ -1003,6 +1007,7 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
            {"static_pct=101", "static_pct wants an integer in 0..100"},
            {"attn_pct=5", "attn_pct wants 0 (by shape) or 10..400"},
            {"attn_wave=2", "attn_wave wants an integer in -1..1"},
+           {"attn_ablate=4", "attn_ablate wants an integer in 0..3"},
            {"route_fused=1", "'route_fused=1'"},
            {"gu_batch=2x", "'2x'"},
            {"gu_batch", "'gu_batch'"}}) {

@@ -149,6 +149,10 @@ struct Params {
   // with a window of two expert slots' member rows in the activation buffer
   // (1) instead of the whole CTA on each tile (0).
   int32_t down_window = 0;
+  // Round 13 measurement only (the results are wrong): an attention stage
+  // skips its Q K^T mma (1), its P V ldmatrix / mma (2), or all its math
+  // (3: the ring's acquire and release alone).
+  int32_t attn_ablate = 0;
   // kRoute at batch 1 writes the plan from the sorted top-k alone (1) or
   // by the general counts / compaction / member ranks (0).
   int32_t route_fast = 0;

@@ -21,6 +21,10 @@
 #include "gpu/common/mma.cuh"
 #include "gpu/mk/consumer_ctx.cuh"
 
+#ifndef MEGASERVE_MK_ATTN_ILP
+#define MEGASERVE_MK_ATTN_ILP 0
+#endif
+
 namespace ms::gpu::mk {
 
 // Shared memory during kAttention (the activation buffer is borrowed: its
@@ -152,6 +156,38 @@ __device__ __forceinline__ void attention_prep(Ctx& c, const Instruction& in, in
   }
 }
 
+// S += q K^T over the head dimension for one warp's 16 keys (two n-tiles of
+// 8): q's bf16 hi and lo halves into the same accumulator (kSplit false: two
+// dependent chains of 2 NKS mma) or each into its own, summed at the end
+// (kSplit true: four chains of NKS, for a warp that waits on each mma's
+// latency with two warps a sub-partition). Lane rows: key kj of the stage
+// (or the new key, fresh_k), chunk kst * 2 + (mi & 1).
+template <int HD, bool kSplit>
+__device__ __forceinline__ void attention_scores(float (&s0)[4], float (&s1)[4], const unsigned char* krow,
+                                                 bool fresh_k, int kj, int mi, const uint4* qfrag, int lane) {
+  constexpr int NKS = HD / 16;
+  float u0[4] = {0.f, 0.f, 0.f, 0.f}, u1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int kst = 0; kst < NKS; ++kst) {
+    const int chunk = kst * 2 + (mi & 1);
+    const unsigned char* addr = fresh_k ? krow + chunk * 16 : krow + kv_chunk_offset(HD, kj, chunk);
+    uint32_t b[4];  // (keys 0-7, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 0-7), (keys 8-15, dims 8-15)
+    ldmatrix_x4(b, addr);
+    const uint4 h4 = qfrag[(kst * 2) * 32 + lane], l4 = qfrag[(kst * 2 + 1) * 32 + lane];
+    const uint32_t qh[4] = {h4.x, h4.y, h4.z, h4.w}, ql[4] = {l4.x, l4.y, l4.z, l4.w};
+    mma_bf16_16816(s0, qh, b[0], b[1]);
+    mma_bf16_16816(kSplit ? u0 : s0, ql, b[0], b[1]);
+    mma_bf16_16816(s1, qh, b[2], b[3]);
+    mma_bf16_16816(kSplit ? u1 : s1, ql, b[2], b[3]);
+  }
+  if (kSplit)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      s0[i] += u0[i];
+      s1[i] += u1[i];
+    }
+}
+
 template <int HD>
 __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
   constexpr int NKS = HD / 16, NT = HD / 8;
@@ -176,30 +212,26 @@ __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
 #pragma unroll
   for (int nt = 0; nt < NH; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
   const int kb = kw * 16, mi = c.lane() >> 3;
+  // Round 13 experiment (a build flag: both variants in one kernel spill 8
+  // bytes): q's hi and lo halves into separate score accumulators.
+  constexpr bool ilp = MEGASERVE_MK_ATTN_ILP != 0;
+  const int ablate = p.attn_ablate;
   for (int stg = sr.stage_begin; stg < sr.stage_end; ++stg) {
     const bool have = c.acquire(0, stg);
-    if (have) {
+    if (have && ablate != 3) {
       const unsigned char* ks_base = c.stage();
       const unsigned char* vs_base = ks_base + kv_half_bytes(HD);
       const int key0 = stg * kStageKeys;
       // S (16 heads x 16 keys) = Q K^T: n-tile 0 keys kb..kb+7, n-tile 1 kb+8..kb+15.
       float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
-      {
+      if (ablate != 1 && ablate != 3) {
         const int kj = kb + (c.lane() & 7) + (mi >> 1) * 8;
         const bool fresh_k = key0 + kj == pos;
-#pragma unroll
-        for (int kst = 0; kst < NKS; ++kst) {
-          const int chunk = kst * 2 + (mi & 1);
-          const unsigned char* addr = fresh_k ? fresh + chunk * 16 : ks_base + kv_chunk_offset(HD, kj, chunk);
-          uint32_t b[4];  // (keys 0-7, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 0-7), (keys 8-15, dims 8-15)
-          ldmatrix_x4(b, addr);
-          const uint4 h4 = qfrag[(kst * 2) * 32 + c.lane()], l4 = qfrag[(kst * 2 + 1) * 32 + c.lane()];
-          const uint32_t qh[4] = {h4.x, h4.y, h4.z, h4.w}, ql[4] = {l4.x, l4.y, l4.z, l4.w};
-          mma_bf16_16816(s0, qh, b[0], b[1]);
-          mma_bf16_16816(s0, ql, b[0], b[1]);
-          mma_bf16_16816(s1, qh, b[2], b[3]);
-          mma_bf16_16816(s1, ql, b[2], b[3]);
-        }
+        const unsigned char* krow = fresh_k ? fresh : ks_base;
+        if (ilp)
+          attention_scores<HD, true>(s0, s1, krow, fresh_k, kj, mi, qfrag, c.lane());
+        else
+          attention_scores<HD, false>(s0, s1, krow, fresh_k, kj, mi, qfrag, c.lane());
       }
       {  // keys outside [lo, pos] do not count
         const int k0 = key0 + kb + 2 * t;
@@ -233,7 +265,7 @@ __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
           o[nt][2 * rr + 1] *= corr;
         }
       }
-      {  // O (16 heads x this warp's HD / 2) += P (16 x 16 keys) V (16 keys x HD / 2)
+      if (ablate != 2) {  // O (16 heads x this warp's HD / 2) += P (16 x 16 keys) V (16 keys x HD / 2)
         const int kv = kb + (c.lane() & 7) + (mi & 1) * 8, kabs = key0 + kv;
         // The row this lane's ldmatrix reads: the new value, a zero row for
         // keys that do not count, or the stage.
