@@ -4,7 +4,7 @@
 # spills or its stack frame exceeds MAX_FRAME bytes (default 32: sinf/cosf's
 # slow-path scratch). A 208-byte frame (the consumer state in local memory)
 # cost the kernel a third of its speed once (docs/megakernel.md, round 3).
-#   tools/check_mk_ptxas.sh [NVCC]          (a ctest on machines with nvcc)
+#   [MK_FLAGS=-D...] tools/check_mk_ptxas.sh [NVCC]   (a ctest on machines with nvcc)
 set -uo pipefail
 NVCC=${1:-${NVCC:-/usr/local/cuda/bin/nvcc}}
 MAX_FRAME=${MAX_FRAME:-32}
@@ -12,7 +12,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$NVCC" -DMEGASERVE_WITH_CUDA=1 -I"$root/src" --expt-relaxed-constexpr -O3 \
-  --generate-code=arch=compute_90a,code=sm_90a -std=c++20 -x cu -c "$root/src/gpu/mk/megakernel.cu" \
+  --generate-code=arch=compute_90a,code=sm_90a -std=c++20 ${MK_FLAGS:-} -x cu -c "$root/src/gpu/mk/megakernel.cu" \
   -o "$out/mk.o" -Xptxas -v > "$out/ptxas.log" 2>&1 || { cat "$out/ptxas.log"; exit 1; }
 # The entry's "Function properties" block: "<F> bytes stack frame, <S> bytes spill stores, <L> bytes spill loads".
 line=$(grep -A1 "Function properties for .*megakernel.*Params" "$out/ptxas.log" | grep "stack frame" | head -1)

@@ -1,39 +1,58 @@
 #!/usr/bin/env bash
 # Round 13, first call (docs/megakernel.md, "Round 13"): where an attention
-# stage's ~1.6 us goes. The stage loop with its Q K^T mma, its P V or all its
-# math left out (attn_ablate=1 / 2 / 3: timing only, the results are wrong)
-# at bs 1 and 8 x 8K and 128K; the same points with q's hi / lo halves in
-# separate score accumulators (a second build, -DMEGASERVE_MK_ATTN_ILP=1);
-# bs 5 / 7 x 128K with the attention on every SM in one wave; the SASS of the
-# stage loop; then the megakernel tests at the defaults.
+# stage's ~1.6 us goes, and two ways to shorten it.
+# - The stage loop without its Q K^T mma, its P V, or any math
+#   (attn_ablate=1 / 2 / 3: timing only, the results are wrong), bs 1 and 8 x
+#   8K and LONG (128K; 64K where an H100's memory is short).
+# - Builds with q's hi / lo halves packed into one mma (rows 0-7 / 8-15, G <=
+#   8: half the Q K^T mma, chains of 8; -DMEGASERVE_MK_ATTN_PACK=1), and
+#   packed with the odd k-steps in a second accumulator (chains of 4; and
+#   -DMEGASERVE_MK_ATTN_ILP=1), at the same points (the layered path in each
+#   process is the cross-binary reference).
+# - bs 5 / 7 x LONG with the attention on every SM in one wave.
+# - The megakernel tests at the defaults, then (time left) in the packed build.
 #   [LONG=64K] OUT=/dir tools/mk_round13.sh 2>&1 | tee $OUT/round.txt   (device machine, repo root, .deps carried)
 set -uo pipefail
 source tools/gpu_build.sh test_gpu megaserve || exit 1
 nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
-# The ILP build in the background while the first bench runs.
-(cmake -S . -B build-gpu-ilp -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASERVE_CUDA=ON \
-   -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DCMAKE_PREFIX_PATH="$PWD/.deps" \
-   -DCMAKE_INCLUDE_PATH="$PWD/.deps/include" -DCMAKE_LIBRARY_PATH="$PWD/.deps/lib" \
-   -DCMAKE_CUDA_FLAGS="-DMEGASERVE_MK_ATTN_ILP=1" > "$OUT/configure_ilp.log" 2>&1 &&
- nice ninja -C build-gpu-ilp -j4 megaserve > "$OUT/build_ilp.log" 2>&1; echo "ilp build: exit $?" > "$OUT/ilp_done") &
-bench ablate 1,8 "8K,${LONG:-128K}" "default;attn_ablate=1;attn_ablate=2;attn_ablate=3;default" 150
+L=${LONG:-128K}
+flag_build() {  # DIR FLAGS TARGETS...
+  local dir=$1 flags=$2
+  shift 2
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASERVE_CUDA=ON \
+    -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DCMAKE_PREFIX_PATH="$PWD/.deps" \
+    -DCMAKE_INCLUDE_PATH="$PWD/.deps/include" -DCMAKE_LIBRARY_PATH="$PWD/.deps/lib" \
+    -DCMAKE_CUDA_FLAGS="$flags" > "$OUT/configure_$(basename "$dir").log" 2>&1 &&
+    nice ninja -C "$dir" -j6 "$@" > "$OUT/build_$(basename "$dir").log" 2>&1
+  echo "build $dir ($flags): exit $?"
+}
+# The flag builds in the background while the ablations run (the megakernel
+# is one launch a step: the host's load does not time into it).
+(flag_build build-gpu-pack "-DMEGASERVE_MK_ATTN_PACK=1" megaserve test_gpu > "$OUT/done_pack" 2>&1) &
+(flag_build build-gpu-pi "-DMEGASERVE_MK_ATTN_PACK=1 -DMEGASERVE_MK_ATTN_ILP=1" megaserve > "$OUT/done_pi" 2>&1) &
+bench ablate 1,8 "8K,$L" "default;attn_ablate=1;attn_ablate=2;attn_ablate=3;default" 170
 wait
-cat "$OUT/ilp_done"
-if [ -x build-gpu-ilp/megaserve ]; then
+cat "$OUT/done_pack" "$OUT/done_pi"
+for v in pack pi; do
   t=$(left 60)
-  [ "$t" != 0 ] && timeout "$t" build-gpu-ilp/megaserve bench decode --random nmc-full --batch 1,8 --context "8K,${LONG:-128K}" \
-    --mk-variants "default;default" --json "$OUT/bench_ilp.json" 2> "$OUT/bench_ilp.log"
-  echo "== bench ilp: exit $?"
-fi
-bench odd 5,7 "${LONG:-128K}" "default;attn_pct=100,attn_wave=1;default" 50
-# The attention stage loop's SASS (the HMMA / LDSM lines and what lies between).
-if command -v cuobjdump > /dev/null || [ -x /usr/local/cuda/bin/cuobjdump ]; then
-  obj=$(find build-gpu -name 'megakernel.cu.o' | head -1)
-  /usr/local/cuda/bin/cuobjdump -sass "$obj" > "$OUT/mk_sass.log" 2>&1
-  objilp=$(find build-gpu-ilp -name 'megakernel.cu.o' | head -1)
-  [ -n "$objilp" ] && /usr/local/cuda/bin/cuobjdump -sass "$objilp" > "$OUT/mk_sass_ilp.log" 2>&1
-fi
-t=$(left 300)
+  [ "$t" = 0 ] || [ ! -x build-gpu-$v/megaserve ] && continue
+  timeout "$t" build-gpu-$v/megaserve bench decode --random nmc-full --batch 1,8 --context "8K,$L" \
+    --mk-variants "default;default" --json "$OUT/bench_$v.json" 2> "$OUT/bench_$v.log"
+  echo "== bench $v: exit $?"
+done
+bench base 1,8 "8K,$L" "default" 45
+bench odd 5,7 "$L" "default;attn_pct=100,attn_wave=1;default" 45
+t=$(left 400)
 [ "$t" = 0 ] && echo "== tests: skipped (the call's time is spent)"
 [ "$t" != 0 ] && run_mk_tests "$OUT/mk_tests.log" "$t" ""
+t=$(left 300)
+if [ "$t" != 0 ] && [ -x build-gpu-pack/test_gpu ]; then
+  timeout "$t" build-gpu-pack/test_gpu --gtest_filter="$MK_TESTS" > "$OUT/mk_tests_pack.log" 2>&1
+  echo "== megakernel tests (packed build): exit $?"
+  grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/mk_tests_pack.log" | head -20
+fi
+for b in build-gpu build-gpu-pack; do
+  obj=$(find $b -name 'megakernel.cu.o' 2> /dev/null | head -1)
+  [ -n "$obj" ] && /usr/local/cuda/bin/cuobjdump -sass "$obj" 2> /dev/null | gzip > "$OUT/sass_$(basename $b).txt.gz"
+done
 (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)

@@ -24,6 +24,9 @@
 #ifndef MEGASERVE_MK_ATTN_ILP
 #define MEGASERVE_MK_ATTN_ILP 0
 #endif
+#ifndef MEGASERVE_MK_ATTN_PACK
+#define MEGASERVE_MK_ATTN_PACK 0
+#endif
 
 namespace ms::gpu::mk {
 
@@ -45,7 +48,7 @@ static_assert(kRawOffset + 18 * 128 * 4 <= kActBytes, "the raw q / k / v of G <=
 // into the cache by the split that owns the new key). Warp w prepares heads
 // w, w + 8, ... of the G + 2 vectors (q heads, k, v); lane l the RoPE pairs
 // l + 32 j.
-template <int HD>
+template <int HD, bool kPack>
 __device__ __forceinline__ void attention_prep(Ctx& c, const Instruction& in, int pos, bool owner) {
   const Params& p = c.p;
   const Dims& d = p.dims;
@@ -131,9 +134,23 @@ __device__ __forceinline__ void attention_prep(Ctx& c, const Instruction& in, in
   for (int i = c.tid(); i < HD; i += kConsumerThreads) fresh[2 * HD + i] = 0;
   consumer_sync();
   // q as mma A fragments, hi and lo bf16 halves: entry (k-step ks, lane) of
-  // every warp's fragments, one per thread.
+  // every warp's fragments, one per thread. Packed (G <= 8): one fragment a
+  // k-step, head h's hi half in the mma's row h and its lo half in row h + 8.
   uint4* qfrag = reinterpret_cast<uint4*>(c.s.scratch + kQfragOffset);
-  for (int e = c.tid(); e < (HD / 16) * 32; e += kConsumerThreads) {
+  if (kPack) {
+    for (int e = c.tid(); e < (HD / 16) * 32; e += kConsumerThreads) {
+      const int ks = e / 32, ln = e % 32, g = ln >> 2, t = ln & 3;
+      uint32_t hl[4];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int dd = ks * 16 + j * 8 + 2 * t;
+        const float2 v = g < G ? make_float2(qs[g * HD + dd], qs[g * HD + dd + 1]) : make_float2(0.f, 0.f);
+        q_hilo(v, hl[2 * j], hl[2 * j + 1]);
+      }
+      qfrag[ks * 32 + ln] = make_uint4(hl[0], hl[1], hl[2], hl[3]);
+    }
+  }
+  for (int e = c.tid(); !kPack && e < (HD / 16) * 32; e += kConsumerThreads) {
     const int ks = e / 32, ln = e % 32, g = ln >> 2, t = ln & 3;
     uint32_t hi[4], lo[4];
 #pragma unroll
@@ -162,11 +179,34 @@ __device__ __forceinline__ void attention_prep(Ctx& c, const Instruction& in, in
 // (kSplit true: four chains of NKS, for a warp that waits on each mma's
 // latency with two warps a sub-partition). Lane rows: key kj of the stage
 // (or the new key, fresh_k), chunk kst * 2 + (mi & 1).
-template <int HD, bool kSplit>
+template <int HD, bool kSplit, bool kPack>
 __device__ __forceinline__ void attention_scores(float (&s0)[4], float (&s1)[4], const unsigned char* krow,
                                                  bool fresh_k, int kj, int mi, const uint4* qfrag, int lane) {
   constexpr int NKS = HD / 16;
   float u0[4] = {0.f, 0.f, 0.f, 0.f}, u1[4] = {0.f, 0.f, 0.f, 0.f};
+  if (kPack) {
+    // One mma a k-step and n-tile: rows 0-7 accumulate q_hi K^T, rows 8-15
+    // q_lo K^T (the same thread holds both: c0 / c1 and c2 / c3); with
+    // kSplit the odd k-steps go to a second accumulator.
+#pragma unroll
+    for (int kst = 0; kst < NKS; ++kst) {
+      const int chunk = kst * 2 + (mi & 1);
+      const unsigned char* addr = fresh_k ? krow + chunk * 16 : krow + kv_chunk_offset(HD, kj, chunk);
+      uint32_t b[4];
+      ldmatrix_x4(b, addr);
+      const uint4 a4 = qfrag[kst * 32 + lane];
+      const uint32_t a[4] = {a4.x, a4.y, a4.z, a4.w};
+      const bool odd = kSplit && (kst & 1);
+      mma_bf16_16816(odd ? u0 : s0, a, b[0], b[1]);
+      mma_bf16_16816(odd ? u1 : s1, a, b[2], b[3]);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      s0[i] += s0[i + 2] + (kSplit ? u0[i] + u0[i + 2] : 0.f);
+      s1[i] += s1[i + 2] + (kSplit ? u1[i] + u1[i + 2] : 0.f);
+    }
+    return;
+  }
 #pragma unroll
   for (int kst = 0; kst < NKS; ++kst) {
     const int chunk = kst * 2 + (mi & 1);
@@ -188,7 +228,7 @@ __device__ __forceinline__ void attention_scores(float (&s0)[4], float (&s1)[4],
     }
 }
 
-template <int HD>
+template <int HD, bool kPack>
 __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
   constexpr int NKS = HD / 16, NT = HD / 8;
   static_assert((HD / 16) * 32 * 2 * 16 <= kFreshOffset, "q fragments fit the scratch");
@@ -199,7 +239,7 @@ __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
   const int pos = p.meta->pos[r];
   const int window = p.layer_info[in.layer].sliding ? d.sliding_window : 0;
   const ::ms::mk::SplitRange sr = ::ms::mk::split_range(pos, window, split, in.attn.n_splits);
-  attention_prep<HD>(c, in, pos, split == sr.last_split);
+  attention_prep<HD, kPack>(c, in, pos, split == sr.last_split);
   if (sr.stage_end <= sr.stage_begin) return true;  // empty split: the combine reads splits <= last_split
 
   const int g = c.lane() >> 2, t = c.lane() & 3;
@@ -228,10 +268,7 @@ __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
         const int kj = kb + (c.lane() & 7) + (mi >> 1) * 8;
         const bool fresh_k = key0 + kj == pos;
         const unsigned char* krow = fresh_k ? fresh : ks_base;
-        if (ilp)
-          attention_scores<HD, true>(s0, s1, krow, fresh_k, kj, mi, qfrag, c.lane());
-        else
-          attention_scores<HD, false>(s0, s1, krow, fresh_k, kj, mi, qfrag, c.lane());
+        attention_scores<HD, ilp, kPack>(s0, s1, krow, fresh_k, kj, mi, qfrag, c.lane());
       }
       {  // keys outside [lo, pos] do not count
         const int k0 = key0 + kb + 2 * t;
@@ -241,9 +278,9 @@ __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
         if (out(k0 + 8)) s1[0] = s1[2] = -INFINITY;
         if (out(k0 + 9)) s1[1] = s1[3] = -INFINITY;
       }
-      uint32_t pa[4];  // P as the A fragment
+      uint32_t pa[4] = {0u, 0u, 0u, 0u};  // P as the A fragment (packed: rows 8-15 zero)
 #pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
+      for (int rr = 0; rr < (kPack ? 1 : 2); ++rr) {
         float* x0 = s0 + 2 * rr;
         float* x1 = s1 + 2 * rr;
         float mx = fmaxf(fmaxf(x0[0], x0[1]), fmaxf(x1[0], x1[1]));
@@ -375,10 +412,15 @@ __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
 }
 
 __device__ __forceinline__ bool op_attention(Ctx& c, const Instruction& in) {
+  // Packed q fragments (G <= 8) in builds with MEGASERVE_MK_ATTN_PACK (round
+  // 13 experiment: a kernel with both variants spills), which then fail
+  // (report an unsupported instruction) at G > 8.
+  constexpr bool kPack = MEGASERVE_MK_ATTN_PACK != 0;
+  if (kPack && c.p.dims.group > 8) return false;
   switch (c.p.dims.head_dim) {
-    case 32: return attention_split<32>(c, in);
-    case 64: return attention_split<64>(c, in);
-    case 128: return attention_split<128>(c, in);
+    case 32: return attention_split<32, kPack>(c, in);
+    case 64: return attention_split<64, kPack>(c, in);
+    case 128: return attention_split<128, kPack>(c, in);
   }
   return false;
 }
