@@ -15,7 +15,11 @@
 set -uo pipefail
 source tools/gpu_build.sh test_gpu megaserve || exit 1
 nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
-L=${LONG:-128K}
+# 128K, or 64K on a card of less than 100 GB (an H100: bs 8 x 128K's KV and
+# the full shape's weights do not fit).
+mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+L=${LONG:-$([ "${mem:-0}" -ge 100000 ] && echo 128K || echo 64K)}
+echo "long context: $L"
 flag_build() {  # DIR FLAGS TARGETS...
   local dir=$1 flags=$2
   shift 2
