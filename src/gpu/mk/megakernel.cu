@@ -24,6 +24,7 @@
 namespace ms::gpu::mk {
 namespace {
 
+template <bool kPack>
 __device__ __forceinline__ bool execute(Ctx& c, const Instruction& in) {
   switch (in.op) {
     case Opcode::kNorm:
@@ -40,7 +41,7 @@ __device__ __forceinline__ bool execute(Ctx& c, const Instruction& in) {
     case Opcode::kRoute:
       return op_route(c, in.layer);
     case Opcode::kAttention:
-      return op_attention(c, in);
+      return op_attention<kPack>(c, in);
     case Opcode::kAttnCombine:
       return op_combine(c, in);
     case Opcode::kExpertGateUp:
@@ -98,6 +99,7 @@ __device__ __forceinline__ void signal_main(const Params& p, Smem& s) {
   }
 }
 
+template <bool kPack>
 __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
   Ctx c(p, s);
   const uint32_t b = p.sm_begin[blockIdx.x], e = p.sm_begin[blockIdx.x + 1];
@@ -123,7 +125,7 @@ __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
       if (!norm_split_waits(p, in)) c.wait(in.wait[1].counter, in.wait[1].target);  // else op_norm waits
     }
     const uint64_t t_ready = (p.timeline && c.tid() == 0) ? global_timer() : 0;
-    if (!execute(c, in) && c.tid() == 0) c.drain = true;
+    if (!execute<kPack>(c, in) && c.tid() == 0) c.drain = true;
     const uint64_t t_pre = (p.timeline && c.tid() == 0) ? global_timer() : 0;
     // Instruction-level signals (claims signal their tallies; their signal[1] is
     // the barrier ablation's phase counter).
@@ -161,6 +163,11 @@ __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
   if (p.async_signal && c.tid() == 0) post_entry(p, s, c.at, kSigExit, ::ms::mk::kNoCounter);
 }
 
+// Two instantiations, by the attention's q fragments (ops/attention.cuh):
+// packed where a KV head's query heads fit the mma's rows twice (G <= 8),
+// else hi and lo in separate mma. One kernel with both paths spills (the
+// register allocation is the kernel's, and the larger path sets it).
+template <bool kPack>
 __global__ void __launch_bounds__(kThreads, 1) megakernel(const __grid_constant__ Params p,
                                                           const __grid_constant__ CUtensorMap kv_map) {
   extern __shared__ unsigned char smem_raw[];
@@ -192,17 +199,22 @@ __global__ void __launch_bounds__(kThreads, 1) megakernel(const __grid_constant_
   } else if (threadIdx.x / 32 == kSignalWarp) {
     signal_main(p, s);
   } else {
-    consumer_main(p, s);
+    consumer_main<kPack>(p, s);
   }
 }
 
 }  // namespace
 
 Status launch_megakernel(const Params& p, const CUtensorMap& kv_map, cudaStream_t stream) {
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(megakernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
-  MS_CUDA_RETURN(attr);
-  megakernel<<<p.n_sm, kThreads, kSmemBytes, stream>>>(p, kv_map);
+  static const cudaError_t attr[2] = {
+      cudaFuncSetAttribute(megakernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)),
+      cudaFuncSetAttribute(megakernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes))};
+  const bool pack = attention_packed(p.dims.group);
+  MS_CUDA_RETURN(attr[pack ? 1 : 0]);
+  if (pack)
+    megakernel<true><<<p.n_sm, kThreads, kSmemBytes, stream>>>(p, kv_map);
+  else
+    megakernel<false><<<p.n_sm, kThreads, kSmemBytes, stream>>>(p, kv_map);
   MS_CUDA_LAUNCH_CHECK("megakernel");
   return Status::ok();
 }
@@ -211,10 +223,15 @@ size_t megakernel_smem_bytes() { return kSmemBytes; }
 int megakernel_threads() { return kThreads; }
 
 Result<int> megakernel_blocks_per_sm() {
-  MS_CUDA_RETURN(cudaFuncSetAttribute(megakernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
-  int n = 0;
-  MS_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, megakernel, kThreads, kSmemBytes));
-  return n;
+  // Both instantiations: the smaller count is what any model can rely on.
+  int least = INT32_MAX;
+  for (auto* k : {megakernel<false>, megakernel<true>}) {
+    MS_CUDA_RETURN(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+    int n = 0;
+    MS_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, kSmemBytes));
+    least = std::min(least, n);
+  }
+  return least;
 }
 
 }  // namespace ms::gpu::mk

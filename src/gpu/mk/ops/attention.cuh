@@ -24,11 +24,12 @@
 #ifndef MEGASERVE_MK_ATTN_ILP
 #define MEGASERVE_MK_ATTN_ILP 0
 #endif
-#ifndef MEGASERVE_MK_ATTN_PACK
-#define MEGASERVE_MK_ATTN_PACK 0
-#endif
 
 namespace ms::gpu::mk {
+
+// Which kernel a model runs (megakernel.cu): q's hi / lo halves packed into
+// one mma where the G query heads of a KV head fit its 16 rows twice.
+__host__ __device__ constexpr bool attention_packed(int group) { return group <= 8; }
 
 // Shared memory during kAttention (the activation buffer is borrowed: its
 // tag is cleared). The q fragments live in shared memory rather than in
@@ -411,12 +412,8 @@ __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
   return true;
 }
 
+template <bool kPack>
 __device__ __forceinline__ bool op_attention(Ctx& c, const Instruction& in) {
-  // Packed q fragments (G <= 8) in builds with MEGASERVE_MK_ATTN_PACK (round
-  // 13 experiment: a kernel with both variants spills), which then fail
-  // (report an unsupported instruction) at G > 8.
-  constexpr bool kPack = MEGASERVE_MK_ATTN_PACK != 0;
-  if (kPack && c.p.dims.group > 8) return false;
   switch (c.p.dims.head_dim) {
     case 32: return attention_split<32, kPack>(c, in);
     case 64: return attention_split<64, kPack>(c, in);
