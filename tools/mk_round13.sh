@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Round 13, first call (docs/megakernel.md, "Round 13"): where an attention
-# stage's ~1.6 us goes, and two ways to shorten it.
-# - The stage loop without its Q K^T mma, its P V, or any math
-#   (attn_ablate=1 / 2 / 3: timing only, the results are wrong), bs 1 and 8 x
-#   8K and LONG (128K; 64K where an H100's memory is short).
-# - Builds with q's hi / lo halves packed into one mma (rows 0-7 / 8-15, G <=
-#   8: half the Q K^T mma, chains of 8; -DMEGASERVE_MK_ATTN_PACK=1), and
-#   packed with the odd k-steps in a second accumulator (chains of 4; and
-#   -DMEGASERVE_MK_ATTN_ILP=1), at the same points (the layered path in each
-#   process is the cross-binary reference).
+# stage's ~1.6 us goes, and the packed q fragments that shorten it.
+# - One process a point (bs 1 and 8 x 8K and LONG: 128K, 64K on a card of
+#   less than 100 GB): the defaults (packed at NMC's G = 8), attn_pack=0 (the
+#   separate hi / lo mma, the kernel before this round), and the stage loop
+#   without its Q K^T mma, or any math (attn_ablate=1 / 3: timing only, the
+#   results are wrong), packed and not.
+# - A build with the odd k-steps in a second pair of score accumulators
+#   (-DMEGASERVE_MK_ATTN_ILP=1: chains of 4) at the same points (the layered
+#   path in each process is the cross-binary reference).
 # - bs 5 / 7 x LONG with the attention on every SM in one wave.
-# - The megakernel tests at the defaults, then (time left) in the packed build.
+# - The megakernel tests at the defaults, then under attn_pack=0.
 #   [LONG=64K] OUT=/dir tools/mk_round13.sh 2>&1 | tee $OUT/round.txt   (device machine, repo root, .deps carried)
 set -uo pipefail
 source tools/gpu_build.sh test_gpu megaserve || exit 1
@@ -30,32 +30,25 @@ flag_build() {  # DIR FLAGS TARGETS...
     nice ninja -C "$dir" -j6 "$@" > "$OUT/build_$(basename "$dir").log" 2>&1
   echo "build $dir ($flags): exit $?"
 }
-# The flag builds in the background while the ablations run (the megakernel
-# is one launch a step: the host's load does not time into it).
-(flag_build build-gpu-pack "-DMEGASERVE_MK_ATTN_PACK=1" megaserve test_gpu > "$OUT/done_pack" 2>&1) &
-(flag_build build-gpu-pi "-DMEGASERVE_MK_ATTN_PACK=1 -DMEGASERVE_MK_ATTN_ILP=1" megaserve > "$OUT/done_pi" 2>&1) &
-bench ablate 1,8 "8K,$L" "default;attn_ablate=1;attn_ablate=2;attn_ablate=3;default" 170
+# The flag build in the background while the first bench runs (the
+# megakernel is one launch a step: the host's load does not time into it).
+(flag_build build-gpu-ilp "-DMEGASERVE_MK_ATTN_ILP=1" megaserve > "$OUT/done_ilp" 2>&1) &
+bench pack 1,8 "8K,$L" "default;attn_pack=0;attn_ablate=1;attn_ablate=3;attn_pack=0,attn_ablate=3;default" 200
 wait
-cat "$OUT/done_pack" "$OUT/done_pi"
-for v in pack pi; do
-  t=$(left 60)
-  [ "$t" = 0 ] || [ ! -x build-gpu-$v/megaserve ] && continue
-  timeout "$t" build-gpu-$v/megaserve bench decode --random nmc-full --batch 1,8 --context "8K,$L" \
-    --mk-variants "default;default" --json "$OUT/bench_$v.json" 2> "$OUT/bench_$v.log"
-  echo "== bench $v: exit $?"
-done
-bench base 1,8 "8K,$L" "default" 45
+cat "$OUT/done_ilp"
+t=$(left 50)
+if [ "$t" != 0 ] && [ -x build-gpu-ilp/megaserve ]; then
+  timeout "$t" build-gpu-ilp/megaserve bench decode --random nmc-full --batch 1,8 --context "8K,$L" \
+    --mk-variants "default;default" --json "$OUT/bench_ilp.json" 2> "$OUT/bench_ilp.log"
+  echo "== bench ilp: exit $?"
+fi
 bench odd 5,7 "$L" "default;attn_pct=100,attn_wave=1;default" 45
 t=$(left 400)
 [ "$t" = 0 ] && echo "== tests: skipped (the call's time is spent)"
 [ "$t" != 0 ] && run_mk_tests "$OUT/mk_tests.log" "$t" ""
-t=$(left 300)
-if [ "$t" != 0 ] && [ -x build-gpu-pack/test_gpu ]; then
-  timeout "$t" build-gpu-pack/test_gpu --gtest_filter="$MK_TESTS" > "$OUT/mk_tests_pack.log" 2>&1
-  echo "== megakernel tests (packed build): exit $?"
-  grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/mk_tests_pack.log" | head -20
-fi
-for b in build-gpu build-gpu-pack; do
+t=$(left 250)
+[ "$t" != 0 ] && MEGASERVE_MK_EXPERIMENTS=attn_pack=0 run_mk_tests "$OUT/mk_tests_unpacked.log" "$t" ""
+for b in build-gpu; do
   obj=$(find $b -name 'megakernel.cu.o' 2> /dev/null | head -1)
   [ -n "$obj" ] && /usr/local/cuda/bin/cuobjdump -sass "$obj" 2> /dev/null | gzip > "$OUT/sass_$(basename $b).txt.gz"
 done

@@ -1008,6 +1008,7 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
            {"attn_pct=5", "attn_pct wants 0 (by shape) or 10..400"},
            {"attn_wave=2", "attn_wave wants an integer in -1..1"},
            {"attn_ablate=4", "attn_ablate wants an integer in 0..3"},
+           {"attn_pack=2", "attn_pack wants an integer in 0..1"},
            {"route_fused=1", "'route_fused=1'"},
            {"gu_batch=2x", "'2x'"},
            {"gu_batch", "'gu_batch'"}}) {

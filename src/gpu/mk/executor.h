@@ -90,6 +90,9 @@ struct MkTuning {
   int static_pct = 100;
   // Params::down_window (round 11).
   int down_window = 1;
+  // Params::attn_pack (round 13): 1, q's hi / lo halves packed into one
+  // mma where G <= 8 (megakernel<true>); 0, the separate mma everywhere.
+  int attn_pack = 1;
   // Params::attn_ablate (round 13 measurement only: wrong results).
   int attn_ablate = 0;
   bool operator==(const MkTuning&) const = default;
@@ -128,7 +131,7 @@ struct MkTuning {
 // (-1..8), qkv_run=N, o_run=N (1..64), costs=0|1|2, attn_pct=N (0: by shape, or 10..400), attn_wave=-1|0|1 (-1: by shape),
 // route_fast=0|1, head_sms=0..4, o_sms=0..132,
 // local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100,
-// down_window=0|1, attn_ablate=0..3 (measurement only: the
+// down_window=0|1, attn_pack=0|1, attn_ablate=0..3 (measurement only: the
 // attention's results are wrong under it). An unknown or malformed setting is an error that names it.
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning base = {});
 // The tuning as a spec parse_mk_tuning reads back ("default" when it is).

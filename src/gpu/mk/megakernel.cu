@@ -209,7 +209,7 @@ Status launch_megakernel(const Params& p, const CUtensorMap& kv_map, cudaStream_
   static const cudaError_t attr[2] = {
       cudaFuncSetAttribute(megakernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)),
       cudaFuncSetAttribute(megakernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes))};
-  const bool pack = attention_packed(p.dims.group);
+  const bool pack = p.attn_pack != 0 && attention_packed(p.dims.group);
   MS_CUDA_RETURN(attr[pack ? 1 : 0]);
   if (pack)
     megakernel<true><<<p.n_sm, kThreads, kSmemBytes, stream>>>(p, kv_map);

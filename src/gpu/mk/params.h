@@ -153,6 +153,9 @@ struct Params {
   // skips its Q K^T mma (1), its P V ldmatrix / mma (2), or all its math
   // (3: the ring's acquire and release alone).
   int32_t attn_ablate = 0;
+  // Round 13: the packed attention kernel where the model allows it (1:
+  // megakernel.cu's launch takes megakernel<true> at G <= 8) or never (0).
+  int32_t attn_pack = 1;
   // kRoute at batch 1 writes the plan from the sorted top-k alone (1) or
   // by the general counts / compaction / member ranks (0).
   int32_t route_fast = 0;
