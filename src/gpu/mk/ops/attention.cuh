@@ -21,6 +21,9 @@
 #include "gpu/common/mma.cuh"
 #include "gpu/mk/consumer_ctx.cuh"
 
+#ifndef MEGASERVE_MK_ATTN_ILP
+#define MEGASERVE_MK_ATTN_ILP 0
+#endif
 
 namespace ms::gpu::mk {
 
@@ -250,11 +253,9 @@ __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
 #pragma unroll
   for (int nt = 0; nt < NH; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
   const int kb = kw * 16, mi = c.lane() >> 3;
-  // The packed kernel puts the odd k-steps in a second pair of score
-  // accumulators (chains of 4 mma; round 13 on an H100, bs 1 / 8K: ~-3%
-  // against the packed chains of 8, in a build of its own); the unpacked
-  // one keeps q's hi and lo in one accumulator a key n-tile.
-  constexpr bool ilp = kPack;
+  // Round 13 experiment (a build flag: both variants in one kernel spill 8
+  // bytes): q's hi and lo halves into separate score accumulators.
+  constexpr bool ilp = MEGASERVE_MK_ATTN_ILP != 0;
   const int ablate = p.attn_ablate;
   for (int stg = sr.stage_begin; stg < sr.stage_end; ++stg) {
     const bool have = c.acquire(0, stg);
