@@ -16,6 +16,18 @@
 // states merge in a tree through shared memory (deterministic). One split's
 // partial (o, lse) goes to the workspace; kAttnCombine merges the splits by
 // log-sum-exp.
+//
+// Two kernels (megakernel.cu's template parameter kPack, chosen by G at
+// launch): where G <= 8 (NMC, Qwen3-MoE, Llama) half of the mma's 16 rows
+// would be padding, so head h's hi half sits in row h and its lo half in
+// row h + 8 of one A fragment: one mma computes both products, and the
+// thread that holds row h's accumulators holds row h + 8's, so S is their
+// sum with no shuffle: half the Q K^T mma and q fragment loads, one softmax
+// row a thread instead of two (P's rows 8-15 are zero). Round 13 (an H100,
+// in one process against the unpacked kernel): bs 1 / 8K -1.1%, 64K -0.5%,
+// bs 8 / 8K 0, 64K +1.3% (there the step is bandwidth-bound and a faster
+// attention only moves its KV reads earlier: with no stage math at all it
+// is 4.6% slower).
 #pragma once
 
 #include "gpu/common/mma.cuh"
@@ -253,8 +265,13 @@ __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
 #pragma unroll
   for (int nt = 0; nt < NH; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
   const int kb = kw * 16, mi = c.lane() >> 3;
-  // Round 13 experiment (a build flag: both variants in one kernel spill 8
-  // bytes): q's hi and lo halves into separate score accumulators.
+  // Round 13 experiment, a build flag (a runtime choice beside the other
+  // path spills 8 bytes): the packed kernel's odd k-steps into a second
+  // accumulator pair (chains of 4 mma), the unpacked kernel's hi and lo
+  // into separate accumulators. Measured in the packed kernel on an H100
+  // (a build of its own against the default build, the layered path equal
+  // within 0.1% in both processes): bs 1 / 8K -2.9%, 64K 0, bs 8 / 8K
+  // +0.1%, 64K -0.7%. Not yet run under the tests.
   constexpr bool ilp = MEGASERVE_MK_ATTN_ILP != 0;
   const int ablate = p.attn_ablate;
   for (int stg = sr.stage_begin; stg < sr.stage_end; ++stg) {
