@@ -113,7 +113,8 @@ Result<std::unique_ptr<LoadedModel>> make_mini(const Mini& m) {
 // full-shape dimension each (the paths small shapes do not reach: k split
 // over two stage chunks at hidden 2048, 8 query heads per KV head, 128
 // experts top-8 at width 768, a dense FFN split in two down slices, the
-// 262144 vocabulary's LM-head tiles, 64-token KV blocks).
+// 262144 vocabulary's LM-head tiles, 64-token KV blocks), and a group of 16
+// query heads (the unpacked attention kernel).
 // cohere2_moe layer fields for n layers in North Mini Code's pattern: full
 // attention at i % 4 == 0, the rest sliding; layer 0 dense, the rest MoE.
 nlohmann::json nmc_layers(int n, nlohmann::json j = nlohmann::json::object()) {
@@ -144,6 +145,10 @@ const std::vector<Mini>& minis() {
       // so its bound is twice the logits' here, as kRouterTol is for the rest.
       {"nmc_hidden2048", "cohere2_moe", 64, 2048, 40, json::object(), 16, 12, 0, 3e-2, 64, 6e-2},
       {"nmc_group8", "cohere2_moe", 128, 256, 40, json{{"num_attention_heads", 16}, {"num_key_value_heads", 2}}, 16, 12},
+      // 16 query heads a KV head (Qwen3-235B's ratio): the unpacked attention
+      // kernel (megakernel<false>), which the G <= 8 shapes never run at the
+      // defaults, with the mma's rows 8-15 holding heads.
+      {"qwen3_moe_group16", "qwen3_moe", 64, 256, 0, json{{"num_attention_heads", 16}, {"num_key_value_heads", 1}}, 16, 12},
       // 8 experts' bf16 products summed per row (first device run: 1.2e-2).
       {"nmc_experts128", "cohere2_moe", 64, 256, 40,
        json{{"num_experts", 128}, {"num_experts_per_tok", 8}, {"intermediate_size", 768}}, 16, 12, 0, 2e-2},
