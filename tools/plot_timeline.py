@@ -33,6 +33,10 @@ many SMs are in each opcode (waiting on its producers or running) every 4 us,
 and where the layer's SM time goes (per opcode running / waiting, and the
 time between instructions).
 
+Attention splits, where the timeline names their stages (round 13 on), are
+then grouped by stage count, with a least-squares fit of a split's time from
+its first data to its end over its stages (the slope: one stage's cost).
+
 --extract keeps layers FIRST-1 .. LAST (the layer before: the head chain
 starts at its last down tile) with every field, gzipped: small enough
 (~100 KB at bs 1) to commit beside a round's numbers, so that a later
@@ -152,12 +156,51 @@ def summary(src, layers=None):
         signal = median([i["end_ns"] - i["signal_ns"] for i in sg]) if sg else None
         print(f"{op:16} {len(v):6d} {fmt(span):>9} {fmt(wait):>7} {fmt(to_data):>8} {fmt(rest):>7} {fmt(lead):>7} "
               f"{'-' if tiles is None else tiles:>6} {fmt(per):>9} {fmt(stall):>7} {fmt(signal):>7}")
+    stages(ins)
     phases(ins)
     if layers:  # the chain of a layer needs the previous layer's down tiles
         lo, hi = (int(x) for x in layers.split("-"))
         head_chain(load(src)["instructions"], lo, hi)
     else:
         head_chain(ins)
+
+
+def fit(xs, ys):
+    """Least squares y = a + b x; None when x does not vary."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return None
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return my - b * mx, b
+
+
+def stages(ins):
+    """Attention splits by their stages of 64 keys (timelines with "stages",
+    from round 13 on): per stage count the median time from ready to the
+    first data and from the first data to the end, and the fit of the latter
+    over the stages (the slope: one more stage's cost with its K / V in the
+    ring; the intercept: what a split carries after its last stage)."""
+    att = [i for i in ins if i["op"] == "attention" and i.get("stages") is not None]
+    if not att:
+        return
+    by = {}
+    for i in att:
+        by.setdefault(i["stages"], []).append(i)
+    print("  attention splits by stages (medians, us): stages, count, ready -> data, data -> end, ready -> end")
+    for n in sorted(by):
+        v = by[n]
+        dat = [i for i in v if i.get("data_ns") is not None]
+        to_data = median([i["data_ns"] - i["ready_ns"] for i in dat])
+        run = median([i["end_ns"] - i["data_ns"] for i in dat])
+        whole = median([i["end_ns"] - i["ready_ns"] for i in v])
+        f = lambda x: "-" if x is None else f"{x / 1000:.2f}"
+        print(f"    {n:6d} {len(v):6d} {f(to_data):>8} {f(run):>8} {f(whole):>8}")
+    pts = [(i["stages"], (i["end_ns"] - i["data_ns"]) / 1000) for i in att if i["stages"] > 0 and i.get("data_ns")]
+    ab = fit([p[0] for p in pts], [p[1] for p in pts]) if len(pts) > 1 else None
+    if ab:
+        print(f"  fit over {len(pts)} splits: data -> end = {ab[0]:.2f} us + {ab[1]:.3f} us a stage")
 
 
 def model(src, layers=None):

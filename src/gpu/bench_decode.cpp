@@ -242,6 +242,19 @@ Result<std::string> megakernel_timeline_json(GpuBackend& backend, int batch, int
   std::vector<mk::TimelineEntry> tl;
   MS_RETURN_IF_ERROR(mk->timeline(&tl));
   const ::ms::mk::Schedule& s = *mk->last_schedule();
+  // An attention split's stages of 64 keys, from the rows' positions (every
+  // row at `context`, make_batch) and the layer's window, as the kernel
+  // computes them: the per-stage cost is the slope of a split's time over
+  // its stages (tools/plot_timeline.py --summary).
+  const std::vector<::ms::mk::LayerInfo> layer_info = ::ms::mk::make_layer_info(backend.config());
+  const int window = backend.config().sliding_window;
+  auto stages_of = [&](const ::ms::mk::Instruction& in) -> nlohmann::json {
+    if (in.op != ::ms::mk::Opcode::kAttention) return nullptr;
+    const bool sliding = layer_info[in.layer].sliding != 0;
+    const ::ms::mk::SplitRange r =
+        ::ms::mk::split_range(work[in.attn.row].start_pos, sliding ? window : 0, in.attn.split, in.attn.n_splits);
+    return std::max(0, r.stage_end - r.stage_begin);
+  };
   uint64_t t0 = UINT64_MAX;
   for (const auto& e : tl) t0 = std::min(t0, e.start);
   // A time of 0 (not recorded: the instruction reads no ring position) is null.
@@ -264,6 +277,7 @@ Result<std::string> megakernel_timeline_json(GpuBackend& backend, int batch, int
                                    {"end_ns", e.end - t0},
                                    {"issue_ns", rel(e.issue)},
                                    {"tiles", e.tiles},
+                                   {"stages", stages_of(s.instrs[i])},
                                    {"stall_ns", e.stall},
                                    {"signal_ns", e.start + e.presignal - t0},
                                    {"est_start_ns", i < s.est_start_ns.size() ? s.est_start_ns[i] : 0.f},
