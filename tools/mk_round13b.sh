@@ -5,7 +5,7 @@
 # attn_pack=0), and its speed against the default build on the H200, one
 # process a build (default, ILP, default again), bs 1 / 8 x 8K and 128K (64K on a card of
 # less than 100 GB), the layered path in each process as the cross-build
-# reference. If the tests pass and the numbers hold, make it the default
+# reference; one bs 8 step's timeline there (a stage's cost, fitted). If the tests pass and the numbers hold, make it the default
 # (attention.cuh: ilp = kPack) and drop the flag.
 #   OUT=/dir tools/mk_round13b.sh 2>&1 | tee $OUT/round.txt   (device machine, repo root, .deps carried)
 set -uo pipefail
@@ -25,6 +25,18 @@ for b in build-gpu build-gpu-ilp build-gpu; do
     --mk-variants "default;attn_pack=0" --json "$OUT/bench_$b-$SECONDS.json" 2> "$OUT/bench_$b-$SECONDS.log"
   echo "== bench $b: exit $?"
 done
+# One bs 8 step's timeline at the long context (the default build): the
+# attention splits by stages and a stage's fitted cost (layers 3-4: a
+# sliding and a full layer), kept small (--extract).
+t=$(left 45)
+if [ "$t" != 0 ]; then
+  timeout "$t" build-gpu/megaserve bench decode --random nmc-full --batch 8 --context "$L" --decode-backend megakernel \
+    --timeline "$OUT/tl.json" > /dev/null 2> "$OUT/tl.log"
+  python3 tools/plot_timeline.py --summary "$OUT/tl.json" 3-4 > "$OUT/tl_summary.txt" 2>&1
+  python3 tools/plot_timeline.py --extract "$OUT/tl.json" "$OUT/tl_l3-4.json.gz" 3-4
+  rm -f "$OUT/tl.json"
+  sed -n '/attention splits by stages/,/fit over/p' "$OUT/tl_summary.txt"
+fi
 t=$(left 200)
 [ "$t" != 0 ] && MK_TESTS="$MK_TESTS" timeout "$t" build-gpu-ilp/test_gpu --gtest_filter="$MK_TESTS" > "$OUT/mk_tests_ilp.log" 2>&1
 echo "== megakernel tests (ILP build, defaults): exit $?"; grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/mk_tests_ilp.log" | head
