@@ -5,7 +5,7 @@
 # attn_pack=0), and its speed against the default build on the H200, one
 # process a build (default, ILP, default again), bs 1 / 8 x 8K and 128K (64K on a card of
 # less than 100 GB), the layered path in each process as the cross-build
-# reference; one bs 8 step's timeline there (a stage's cost, fitted). If the tests pass and the numbers hold, make it the default
+# reference; the attention's share at 1-2 rows; one bs 8 step's timeline there (a stage's cost, fitted). If the tests pass and the numbers hold, make it the default
 # (attention.cuh: ilp = kPack) and drop the flag.
 #   OUT=/dir tools/mk_round13b.sh 2>&1 | tee $OUT/round.txt   (device machine, repo root, .deps carried)
 set -uo pipefail
@@ -25,6 +25,13 @@ for b in build-gpu build-gpu-ilp build-gpu; do
     --mk-variants "default;attn_pack=0" --json "$OUT/bench_$b-$SECONDS.json" 2> "$OUT/bench_$b-$SECONDS.log"
   echo "== bench $b: exit $?"
 done
+# The attention's share of the SMs at one and two rows below 64K (round 11
+# measured 50 / 75 / 100; the fewer, longer splits leave more SMs to the
+# expert loops from the route on), the ILP build.
+t=$(left 70)
+[ "$t" != 0 ] && timeout "$t" build-gpu-ilp/megaserve bench decode --random nmc-full --batch 1,2 --context 8K,32K \
+  --mk-variants "default;attn_pct=25;attn_pct=33;attn_pct=50" --json "$OUT/bench_pct.json" 2> "$OUT/bench_pct.log"
+echo "== bench attn_pct: exit $?"
 # One bs 8 step's timeline at the long context (the default build): the
 # attention splits by stages and a stage's fitted cost (layers 3-4: a
 # sliding and a full layer), kept small (--extract).
