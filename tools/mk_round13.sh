@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Ran in round 13. -DMEGASERVE_MK_ATTN_ILP was removed after it: the H200 did not support it.)
 # Round 13, first call (docs/megakernel.md, "Round 13"): where an attention
 # stage's ~1.6 us goes, and the packed q fragments that shorten it.
 # - One process a point (bs 1 and 8 x 8K and LONG: 128K, 64K on a card of

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Ran in round 13. -DMEGASERVE_MK_ATTN_ILP was removed after it: the H200 did not support it.)
 # Round 13, second call (not yet run): the packed kernel with its odd
 # k-steps in a second accumulator pair (-DMEGASERVE_MK_ATTN_ILP=1, a build
 # of its own) under the megakernel tests (both kernels: the defaults, then

@@ -147,8 +147,14 @@ const std::vector<Mini>& minis() {
       {"nmc_group8", "cohere2_moe", 128, 256, 40, json{{"num_attention_heads", 16}, {"num_key_value_heads", 2}}, 16, 12},
       // 16 query heads a KV head (Qwen3-235B's ratio): the unpacked attention
       // kernel (megakernel<false>), which the G <= 8 shapes never run at the
-      // defaults, with the mma's rows 8-15 holding heads.
-      {"qwen3_moe_group16", "qwen3_moe", 64, 256, 0, json{{"num_attention_heads", 16}, {"num_key_value_heads", 1}}, 16, 12},
+      // defaults, with the mma's rows 8-15 holding heads. First device run
+      // (H200, 2026-12-05): logits 1.10e-2 off at 3 and 8 rows from step 0
+      // on, carried by the experts' sums as in nmc_experts128 (moe_act
+      // 1.09e-2, ybuf 1.42e-2) while the attention's buffers stay at the
+      // other minis' level (attn_out 4.7e-3, o_part 4.5e-3): nmc_experts128's
+      // bound.
+      {"qwen3_moe_group16", "qwen3_moe", 64, 256, 0, json{{"num_attention_heads", 16}, {"num_key_value_heads", 1}},
+       16, 12, 0, 2e-2},
       // 8 experts' bf16 products summed per row (first device run: 1.2e-2).
       {"nmc_experts128", "cohere2_moe", 64, 256, 40,
        json{{"num_experts", 128}, {"num_experts_per_tok", 8}, {"intermediate_size", 768}}, 16, 12, 0, 2e-2},

@@ -23,19 +23,17 @@
 // row h + 8 of one A fragment: one mma computes both products, and the
 // thread that holds row h's accumulators holds row h + 8's, so S is their
 // sum with no shuffle: half the Q K^T mma and q fragment loads, one softmax
-// row a thread instead of two (P's rows 8-15 are zero). Round 13 (an H100,
-// in one process against the unpacked kernel): bs 1 / 8K -1.1%, 64K -0.5%,
-// bs 8 / 8K 0, 64K +1.3% (there the step is bandwidth-bound and a faster
-// attention only moves its KV reads earlier: with no stage math at all it
-// is 4.6% slower).
+// row a thread instead of two (P's rows 8-15 are zero). Round 13, in one
+// process against the unpacked kernel: on the H200 bs 1 / 8K -0.4 to -1.9%,
+// 128K -6.3 to -6.6%, bs 8 / 8K -1.7 to -2.5%, 128K -11.2 to -11.4% (three
+// processes: the long contexts were the consumers' time); on an H100 bs 1 /
+// 8K -1.1%, 64K -0.5%, bs 8 / 8K 0, 64K +1.3% (there the step is
+// bandwidth-bound and a faster attention only moves its KV reads earlier:
+// with no stage math at all it is 4.6% slower).
 #pragma once
 
 #include "gpu/common/mma.cuh"
 #include "gpu/mk/consumer_ctx.cuh"
-
-#ifndef MEGASERVE_MK_ATTN_ILP
-#define MEGASERVE_MK_ATTN_ILP 0
-#endif
 
 namespace ms::gpu::mk {
 
@@ -187,20 +185,20 @@ __device__ __forceinline__ void attention_prep(Ctx& c, const Instruction& in, in
 }
 
 // S += q K^T over the head dimension for one warp's 16 keys (two n-tiles of
-// 8): q's bf16 hi and lo halves into the same accumulator (kSplit false: two
-// dependent chains of 2 NKS mma) or each into its own, summed at the end
-// (kSplit true: four chains of NKS, for a warp that waits on each mma's
-// latency with two warps a sub-partition). Lane rows: key kj of the stage
-// (or the new key, fresh_k), chunk kst * 2 + (mi & 1).
-template <int HD, bool kSplit, bool kPack>
+// 8), q's bf16 hi and lo halves into the same accumulator (two dependent
+// chains: NKS mma packed, 2 NKS unpacked). Lane rows: key kj of the stage
+// (or the new key, fresh_k), chunk kst * 2 + (mi & 1). Round 13 measured
+// a second accumulator pair (chains half as long) as a build of its own:
+// on an H100 bs 1 / 8K -2.9%, on the H200 within the spread between
+// processes (bs 1 / 8K +2.8% against the median of three default runs,
+// 128K +1.0%, bs 8 -0.4 / -0.6%), so it was removed.
+template <int HD, bool kPack>
 __device__ __forceinline__ void attention_scores(float (&s0)[4], float (&s1)[4], const unsigned char* krow,
                                                  bool fresh_k, int kj, int mi, const uint4* qfrag, int lane) {
   constexpr int NKS = HD / 16;
-  float u0[4] = {0.f, 0.f, 0.f, 0.f}, u1[4] = {0.f, 0.f, 0.f, 0.f};
   if (kPack) {
     // One mma a k-step and n-tile: rows 0-7 accumulate q_hi K^T, rows 8-15
-    // q_lo K^T (the same thread holds both: c0 / c1 and c2 / c3); with
-    // kSplit the odd k-steps go to a second accumulator.
+    // q_lo K^T (the same thread holds both: c0 / c1 and c2 / c3).
 #pragma unroll
     for (int kst = 0; kst < NKS; ++kst) {
       const int chunk = kst * 2 + (mi & 1);
@@ -209,14 +207,13 @@ __device__ __forceinline__ void attention_scores(float (&s0)[4], float (&s1)[4],
       ldmatrix_x4(b, addr);
       const uint4 a4 = qfrag[kst * 32 + lane];
       const uint32_t a[4] = {a4.x, a4.y, a4.z, a4.w};
-      const bool odd = kSplit && (kst & 1);
-      mma_bf16_16816(odd ? u0 : s0, a, b[0], b[1]);
-      mma_bf16_16816(odd ? u1 : s1, a, b[2], b[3]);
+      mma_bf16_16816(s0, a, b[0], b[1]);
+      mma_bf16_16816(s1, a, b[2], b[3]);
     }
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      s0[i] += s0[i + 2] + (kSplit ? u0[i] + u0[i + 2] : 0.f);
-      s1[i] += s1[i + 2] + (kSplit ? u1[i] + u1[i + 2] : 0.f);
+      s0[i] += s0[i + 2];
+      s1[i] += s1[i + 2];
     }
     return;
   }
@@ -229,16 +226,10 @@ __device__ __forceinline__ void attention_scores(float (&s0)[4], float (&s1)[4],
     const uint4 h4 = qfrag[(kst * 2) * 32 + lane], l4 = qfrag[(kst * 2 + 1) * 32 + lane];
     const uint32_t qh[4] = {h4.x, h4.y, h4.z, h4.w}, ql[4] = {l4.x, l4.y, l4.z, l4.w};
     mma_bf16_16816(s0, qh, b[0], b[1]);
-    mma_bf16_16816(kSplit ? u0 : s0, ql, b[0], b[1]);
+    mma_bf16_16816(s0, ql, b[0], b[1]);
     mma_bf16_16816(s1, qh, b[2], b[3]);
-    mma_bf16_16816(kSplit ? u1 : s1, ql, b[2], b[3]);
+    mma_bf16_16816(s1, ql, b[2], b[3]);
   }
-  if (kSplit)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      s0[i] += u0[i];
-      s1[i] += u1[i];
-    }
 }
 
 template <int HD, bool kPack>
@@ -265,14 +256,6 @@ __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
 #pragma unroll
   for (int nt = 0; nt < NH; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
   const int kb = kw * 16, mi = c.lane() >> 3;
-  // Round 13 experiment, a build flag (a runtime choice beside the other
-  // path spills 8 bytes): the packed kernel's odd k-steps into a second
-  // accumulator pair (chains of 4 mma), the unpacked kernel's hi and lo
-  // into separate accumulators. Measured in the packed kernel on an H100
-  // (a build of its own against the default build, the layered path equal
-  // within 0.1% in both processes): bs 1 / 8K -2.9%, 64K 0, bs 8 / 8K
-  // +0.1%, 64K -0.7%. Not yet run under the tests.
-  constexpr bool ilp = MEGASERVE_MK_ATTN_ILP != 0;
   const int ablate = p.attn_ablate;
   for (int stg = sr.stage_begin; stg < sr.stage_end; ++stg) {
     const bool have = c.acquire(0, stg);
@@ -282,11 +265,11 @@ __device__ __forceinline__ bool attention_split(Ctx& c, const Instruction& in) {
       const int key0 = stg * kStageKeys;
       // S (16 heads x 16 keys) = Q K^T: n-tile 0 keys kb..kb+7, n-tile 1 kb+8..kb+15.
       float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
-      if (ablate != 1 && ablate != 3) {
+      if (ablate != 1) {
         const int kj = kb + (c.lane() & 7) + (mi >> 1) * 8;
         const bool fresh_k = key0 + kj == pos;
         const unsigned char* krow = fresh_k ? fresh : ks_base;
-        attention_scores<HD, ilp, kPack>(s0, s1, krow, fresh_k, kj, mi, qfrag, c.lane());
+        attention_scores<HD, kPack>(s0, s1, krow, fresh_k, kj, mi, qfrag, c.lane());
       }
       {  // keys outside [lo, pos] do not count
         const int k0 = key0 + kb + 2 * t;
