@@ -2,7 +2,7 @@
 # Round 13, third call: the revision that removes the ILP flag and widens
 # qwen3_moe_group16's bound under every GPU test (the megakernel's first,
 # then the rest), one bs 1 / 8K timeline at the defaults (summary; layers
-# 1-3 kept), and bs 1 / 8K in three processes of one binary (the spread
+# 1-3 kept), the attention ablations at 128K, and bs 1 / 8K in three processes of one binary (the spread
 # between processes that round 12 and 13 saw, ~3-5%, against one process's
 # repeats).
 #   OUT=/dir tools/mk_round13d.sh 2>&1 | tee $OUT/round.txt   (device machine, repo root, .deps carried)
@@ -20,6 +20,12 @@ if [ "$t" != 0 ]; then
   rm -f "$OUT/tl.json"
   sed -n '/attention splits by stages/,/fit over/p' "$OUT/tl_summary.txt"
 fi
+# The stage without its math on the H200 at 128K (the H100 measured it at
+# 64K, where 8 rows were the card's bandwidth): a stage of bs 8 / 128K's
+# full layers took 1.21 us with its data in the ring (round 13b's timeline).
+t=$(left 80)
+[ "$t" != 0 ] && timeout "$t" build-gpu/megaserve bench decode --random nmc-full --batch 1,8 --context 128K \
+  --mk-variants "default;attn_ablate=1;attn_ablate=2;attn_ablate=3" --json "$OUT/bench_ablate.json" 2> "$OUT/bench_ablate.log" | grep -v "^$"
 for i in 1 2 3; do
   t=$(left 30)
   [ "$t" = 0 ] && break
