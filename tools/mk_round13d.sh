@@ -26,6 +26,12 @@ fi
 t=$(left 80)
 [ "$t" != 0 ] && timeout "$t" build-gpu/megaserve bench decode --random nmc-full --batch 1,8 --context 128K \
   --mk-variants "default;attn_ablate=1;attn_ablate=2;attn_ablate=3" --json "$OUT/bench_ablate.json" 2> "$OUT/bench_ablate.log" | grep -v "^$"
+# The down loop at 8 rows (22 GB/s an SM against gate/up's 30 in the bs 8 /
+# 128K timeline): longer claim runs of one slot (fewer member-row stagings
+# a loop) and gate/up's for comparison.
+t=$(left 45)
+[ "$t" != 0 ] && timeout "$t" build-gpu/megaserve bench decode --random nmc-full --batch 8 --context 8K \
+  --mk-variants "default;down_batch=16;down_batch=32;gu_batch=8" --json "$OUT/bench_runs.json" 2> "$OUT/bench_runs.log" | grep -v "^$"
 for i in 1 2 3; do
   t=$(left 30)
   [ "$t" = 0 ] && break
