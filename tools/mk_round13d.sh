@@ -10,16 +10,6 @@ set -uo pipefail
 source tools/gpu_build.sh megaserve test_gpu || exit 1
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 run_mk_tests "$OUT/mk_tests.log" "$(left 220)"
-t=$(left 45)
-if [ "$t" != 0 ]; then
-  timeout "$t" build-gpu/megaserve bench decode --random nmc-full --batch 1 --context 8K --decode-backend megakernel \
-    --timeline "$OUT/tl.json" > /dev/null 2> "$OUT/tl.log"
-  echo "== timeline: exit $?"
-  python3 tools/plot_timeline.py --summary "$OUT/tl.json" 1-3 > "$OUT/tl_summary.txt" 2>&1
-  python3 tools/plot_timeline.py --extract "$OUT/tl.json" "$OUT/tl_l1-3.json.gz" 1-3
-  rm -f "$OUT/tl.json"
-  sed -n '/attention splits by stages/,/fit over/p' "$OUT/tl_summary.txt"
-fi
 # The stage without its math on the H200 at 128K (the H100 measured it at
 # 64K, where 8 rows were the card's bandwidth): a stage of bs 8 / 128K's
 # full layers took 1.21 us with its data in the ring (round 13b's timeline).
@@ -32,7 +22,17 @@ t=$(left 80)
 t=$(left 45)
 [ "$t" != 0 ] && timeout "$t" build-gpu/megaserve bench decode --random nmc-full --batch 8 --context 8K \
   --mk-variants "default;down_batch=16;down_batch=32;gu_batch=8" --json "$OUT/bench_runs.json" 2> "$OUT/bench_runs.log" | grep -v "^$"
-for i in 1 2 3; do
+t=$(left 45)
+if [ "$t" != 0 ]; then
+  timeout "$t" build-gpu/megaserve bench decode --random nmc-full --batch 1 --context 8K --decode-backend megakernel \
+    --timeline "$OUT/tl.json" > /dev/null 2> "$OUT/tl.log"
+  echo "== timeline: exit $?"
+  python3 tools/plot_timeline.py --summary "$OUT/tl.json" 1-3 > "$OUT/tl_summary.txt" 2>&1
+  python3 tools/plot_timeline.py --extract "$OUT/tl.json" "$OUT/tl_l1-3.json.gz" 1-3
+  rm -f "$OUT/tl.json"
+  sed -n '/attention splits by stages/,/fit over/p' "$OUT/tl_summary.txt"
+fi
+for i in 1 2; do
   t=$(left 30)
   [ "$t" = 0 ] && break
   timeout "$t" build-gpu/megaserve bench decode --random nmc-full --batch 1 --context 8K --decode-backend megakernel \
