@@ -32,6 +32,7 @@
 namespace {
 
 constexpr int kWarps = 8;
+constexpr int kMaxChunks = 8;  // positions a tile at most (the model's programs use 1 or 2)
 
 struct Instr {
   enum Kind { kPlain, kLoopAll, kLoopOwner } kind;
@@ -69,7 +70,7 @@ std::string run_model(int S, const std::vector<Instr>& prog, uint64_t seed, Faul
   // Loader state.
   struct Loader {
     int instr = 0, i = 0;  // global position counter
-    int tile = 0, chunk = 0, published_end = 0;
+    int tile = 0, chunk = 0;
     bool done = false;
   } L;
   // The owner-only loops' end words: the tiles handed out, per instruction
@@ -84,7 +85,7 @@ std::string run_model(int S, const std::vector<Instr>& prog, uint64_t seed, Faul
   };
   std::array<Warp, kWarps> W{};
   std::vector<std::vector<int>> consumed(prog.size());
-  for (size_t n = 0; n < prog.size(); ++n) consumed[n].assign(std::max(prog[n].tiles, 1) * 8, 0);
+  for (size_t n = 0; n < prog.size(); ++n) consumed[n].assign(std::max(prog[n].tiles, 1) * kMaxChunks, 0);
   auto full_ok = [&](int i) {  // a consumer's parity wait for use i / S of position i % S
     const Position& p = pos[i % S];
     return p.loads % 2 == (i / S + 1) % 2;
@@ -107,7 +108,9 @@ std::string run_model(int S, const std::vector<Instr>& prog, uint64_t seed, Faul
   // must agree on it).
   std::vector<int> loader_base(prog.size() + 1, -1);
   loader_base[0] = 0;
-  for (int steps = 0; steps < 1'000'000; ++steps) {
+  constexpr int kMaxSteps = 1'000'000;
+  bool finished = false;
+  for (int steps = 0; steps < kMaxSteps && !finished; ++steps) {
     // The enabled steps: the loader's next publish, each warp's next move.
     std::vector<int> en;
     auto loader_step = [&](bool apply) -> bool {
@@ -228,13 +231,13 @@ std::string run_model(int S, const std::vector<Instr>& prog, uint64_t seed, Faul
         }
         const int tile = p.header, chunk = (x.i - x.base) % in.chunks;
         if (p.tag != tag_of(x.instr, tile, chunk)) err = "loop data overwritten";
-        if (tile % kWarps == w) ++consumed[x.instr][tile * 8 + chunk];
+        if (tile % kWarps == w) ++consumed[x.instr][tile * kMaxChunks + chunk];
         x.holding = true;
       } else {
         if (p.header != x.k || p.tag != tag_of(x.instr, x.k, x.chunk))
           err = "owner " + std::to_string(w) + " read tile " + std::to_string(p.header) + " for its " +
                 std::to_string(x.k);
-        ++consumed[x.instr][x.k * 8 + x.chunk];
+        ++consumed[x.instr][x.k * kMaxChunks + x.chunk];
         x.holding = true;
       }
       return true;
@@ -248,7 +251,8 @@ std::string run_model(int S, const std::vector<Instr>& prog, uint64_t seed, Faul
       bool all = L.done;
       for (const Warp& x : W) all = all && x.done;
       if (!all) return "deadlock (loader at instruction " + std::to_string(L.instr) + ")";
-      break;
+      finished = true;
+      continue;
     }
     const int pick = en[std::uniform_int_distribution<size_t>(0, en.size() - 1)(rng)];
     if (pick >= 100) {
@@ -261,13 +265,14 @@ std::string run_model(int S, const std::vector<Instr>& prog, uint64_t seed, Faul
     }
     if (!err.empty()) return err;
   }
+  if (!finished) return "not finished in " + std::to_string(kMaxSteps) + " steps";
   for (size_t n = 0; n < prog.size(); ++n)
     if (prog[n].kind != Instr::kPlain)
       for (int k = 0; k < prog[n].tiles; ++k)
         for (int ch = 0; ch < prog[n].chunks; ++ch)
-          if (consumed[n][k * 8 + ch] != 1)
+          if (consumed[n][k * kMaxChunks + ch] != 1)
             return "instruction " + std::to_string(n) + " tile " + std::to_string(k) + " chunk " +
-                   std::to_string(ch) + " consumed " + std::to_string(consumed[n][k * 8 + ch]) + " times";
+                   std::to_string(ch) + " consumed " + std::to_string(consumed[n][k * kMaxChunks + ch]) + " times";
   for (const Warp& x : W)
     if (x.i != W[0].i) return "the warps disagree on the ring's position at the end";
   if (W[0].i != L.i) return "the loader and the warps disagree on the ring's position at the end";
