@@ -24,9 +24,11 @@ per tile, and the stall: the consumers' wait on full ring positions after
 the first one (stall_ns; near the rest: the instruction is loader-bound,
 near 0: consumer-bound), and the signal: from the end of the instruction's
 work (signal_ns) to its end, the consumers' barrier and the release of its
-counter. Norms and routes record a point inside them as data_ns (sources
+counter; then warp 0's held time (its SM cycles from each ring acquire to the
+release: its work on the positions' data) and its share of the time from the
+first data to the end. Norms and routes record a point inside them as data_ns (sources
 summed, top-k done). Timelines without data_ns / issue_ns / tiles /
-stall_ns / signal_ns (older builds) print those as "-". Per layer it then gives
+stall_ns / signal_ns / hold_cycles (older builds) print those as "-". Per layer it then gives
 the critical path (first start / ready / last end per opcode), the claim
 loops across SMs (first claim, first data, end, tiles / us per SM) and how
 many SMs are in each opcode (waiting on its producers or running) every 4 us,
@@ -35,7 +37,9 @@ time between instructions).
 
 Attention splits, where the timeline names their stages (round 13 on), are
 then grouped by stage count, with a least-squares fit of a split's time from
-its first data to its end over its stages (the slope: one stage's cost).
+its first data to its end over its stages (the slope: one stage's cost), and,
+where the timeline has SM cycles (hold_cycles / span_cycles), the time warp 0
+held the stages (acquire to release: the stage's math) and its fit.
 
 --extract keeps layers FIRST-1 .. LAST (the layer before: the head chain
 starts at its last down tile) with every field, gzipped: small enough
@@ -119,6 +123,16 @@ def main(src, dst, layers=None):
         f.write("\n".join(out))
 
 
+def hold_ns(i):
+    """Warp 0's time holding ring positions in one instruction (acquire ->
+    release: its work on their data), from its SM cycles at the SM's clock
+    over the instruction (timelines with hold_cycles / span_cycles, round 14
+    on); None for older timelines."""
+    if not i.get("span_cycles") or i.get("hold_cycles") is None:
+        return None
+    return i["hold_cycles"] * (i["end_ns"] - i["start_ns"]) / i["span_cycles"]
+
+
 def median(v):
     v = sorted(v)
     return v[len(v) // 2] if v else None
@@ -134,7 +148,7 @@ def summary(src, layers=None):
         by_op.setdefault(i["op"], []).append(i)
     fmt = lambda x: "-" if x is None else f"{x / 1000:.2f}"
     print(f"{'op':16} {'count':>6} {'span us':>9} {'wait':>7} {'to data':>8} {'rest':>7} {'lead':>7} {'tiles':>6} "
-          f"{'rest/tile':>9} {'stall':>7} {'signal':>7}   (medians, us)")
+          f"{'rest/tile':>9} {'stall':>7} {'signal':>7} {'held':>7} {'held%':>6}   (medians, us)")
     for op, v in sorted(by_op.items(), key=lambda kv: min(i["start_ns"] for i in kv[1])):
         span = max(i["end_ns"] for i in v) - min(i["start_ns"] for i in v)
         wait = median([i["ready_ns"] - i["start_ns"] for i in v])
@@ -154,8 +168,15 @@ def summary(src, layers=None):
         # The signal: the consumers' barrier and the release, from the end of the work (newer builds).
         sg = [i for i in v if i.get("signal_ns") is not None]
         signal = median([i["end_ns"] - i["signal_ns"] for i in sg]) if sg else None
+        # Warp 0's held time, and its share of the time from the first data
+        # to the end (in a one-warp-per-tile loop: the owner's work on its
+        # own tiles, about an eighth of the loop's).
+        hl = [(h, i) for h, i in ((hold_ns(i), i) for i in have) if h is not None]
+        held = median([h for h, _ in hl]) if hl else None
+        share = median([h / max(1, i["end_ns"] - i["data_ns"]) for h, i in hl]) if hl else None
         print(f"{op:16} {len(v):6d} {fmt(span):>9} {fmt(wait):>7} {fmt(to_data):>8} {fmt(rest):>7} {fmt(lead):>7} "
-              f"{'-' if tiles is None else tiles:>6} {fmt(per):>9} {fmt(stall):>7} {fmt(signal):>7}")
+              f"{'-' if tiles is None else tiles:>6} {fmt(per):>9} {fmt(stall):>7} {fmt(signal):>7} {fmt(held):>7} "
+              f"{'-' if share is None else f'{100 * share:.0f}':>6}")
     stages(ins)
     phases(ins)
     if layers:  # the chain of a layer needs the previous layer's down tiles
@@ -188,19 +209,27 @@ def stages(ins):
     by = {}
     for i in att:
         by.setdefault(i["stages"], []).append(i)
-    print("  attention splits by stages (medians, us): stages, count, ready -> data, data -> end, ready -> end")
+    print("  attention splits by stages (medians, us): stages, count, ready -> data, data -> end, ready -> end,"
+          " held (warp 0), stalled")
     for n in sorted(by):
         v = by[n]
         dat = [i for i in v if i.get("data_ns") is not None]
         to_data = median([i["data_ns"] - i["ready_ns"] for i in dat])
         run = median([i["end_ns"] - i["data_ns"] for i in dat])
         whole = median([i["end_ns"] - i["ready_ns"] for i in v])
+        held = median([h for h in (hold_ns(i) for i in dat) if h is not None])
+        stalled = median([i["stall_ns"] for i in dat if i.get("stall_ns") is not None])
         f = lambda x: "-" if x is None else f"{x / 1000:.2f}"
-        print(f"    {n:6d} {len(v):6d} {f(to_data):>8} {f(run):>8} {f(whole):>8}")
+        print(f"    {n:6d} {len(v):6d} {f(to_data):>8} {f(run):>8} {f(whole):>8} {f(held):>8} {f(stalled):>8}")
     pts = [(i["stages"], (i["end_ns"] - i["data_ns"]) / 1000) for i in att if i["stages"] > 0 and i.get("data_ns")]
     ab = fit([p[0] for p in pts], [p[1] for p in pts]) if len(pts) > 1 else None
     if ab:
         print(f"  fit over {len(pts)} splits: data -> end = {ab[0]:.2f} us + {ab[1]:.3f} us a stage")
+    hp = [(i["stages"], hold_ns(i) / 1000) for i in att if i["stages"] > 0 and i.get("data_ns") and hold_ns(i) is not None]
+    ab = fit([p[0] for p in hp], [p[1] for p in hp]) if len(hp) > 1 else None
+    if ab:
+        print(f"  fit over {len(hp)} splits: held by warp 0 = {ab[0]:.2f} us + {ab[1]:.3f} us a stage"
+              " (the rest of a stage: waiting for it, and the ring's acquire / release)")
 
 
 def model(src, layers=None):
