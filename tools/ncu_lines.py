@@ -26,21 +26,28 @@ import csv
 import sys
 
 
-def main(path, n):
+def source_rows(path):
+    """(file name, {column name: index}, row) for every source-line and SASS
+    row of the CSV, after its file's header row."""
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
-    cur, col = "", None
-    samples, text = collections.Counter(), {}
+    cur, cols = "", None
     for r in rows:
         if not r:
             continue
         if r[0] == "File Path":
             cur = r[1].split("/")[-1]
-            continue
-        if r[0] == "Line No":
-            col = next((i for i, c in enumerate(r) if c.startswith("Warp Stall Sampling (All")), None)
-            continue
-        if r[0] in ("Function Name", "") or col is None or len(r) <= col:
+        elif r[0] == "Line No":
+            cols = {c: i for i, c in enumerate(r)}
+        elif r[0] != "Function Name" and cols is not None:
+            yield cur, cols, r
+
+
+def main(path, n):
+    samples, text = collections.Counter(), {}
+    for cur, cols, r in source_rows(path):
+        col = next((i for c, i in cols.items() if c.startswith("Warp Stall Sampling (All")), None)
+        if r[0] == "" or col is None or len(r) <= col:
             continue
         try:
             s = float(r[col])
@@ -63,22 +70,9 @@ def main(path, n):
 
 
 def stalls(path):
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    cur, col = "", None
     reasons, by_file = collections.Counter(), collections.defaultdict(collections.Counter)
     code, executed = collections.Counter(), collections.Counter()
-    for r in rows:
-        if not r:
-            continue
-        if r[0] == "File Path":
-            cur = r[1].split("/")[-1]
-            continue
-        if r[0] == "Line No":
-            col = {c: i for i, c in enumerate(r)}
-            continue
-        if col is None or r[0] == "Function Name":
-            continue
+    for cur, col, r in source_rows(path):
         if r[0] == "":  # a SASS row of the line above: the code
             if len(r) > 2 and r[2]:
                 code[cur] += 1
