@@ -169,8 +169,8 @@ def summary(src, layers=None):
         sg = [i for i in v if i.get("signal_ns") is not None]
         signal = median([i["end_ns"] - i["signal_ns"] for i in sg]) if sg else None
         # Warp 0's held time, and its share of the time from the first data
-        # to the end (in a one-warp-per-tile loop: the owner's work on its
-        # own tiles, about an eighth of the loop's).
+        # to the end (in a one-warp-per-tile loop: its own tiles' work, their
+        # activation staging included; the other warps' tiles it only passes).
         hl = [(h, i) for h, i in ((hold_ns(i), i) for i in have) if h is not None]
         held = median([h for h, _ in hl]) if hl else None
         share = median([h / max(1, i["end_ns"] - i["data_ns"]) for h, i in hl]) if hl else None
