@@ -12,6 +12,7 @@
 #   BASE_SRC=dir                  one base, named "base" (the older form);
 #   NEW_SPECS="spec;spec"         this tree's specs (default "default").
 #   here:   rm -rf .ab_base && mkdir .ab_base && git archive REV src | tar -x -C .ab_base
+#           (several bases: tools/mk_ab_prepare.sh, which carries only their differences)
 #   device: OUT=/dir BASE_SRC=.ab_base/src tools/mk_ab_base.sh
 #           (after tools/mk_speed.sh or tools/gpu_build.sh built build-gpu/megaserve)
 # .ab_base (or whatever holds the bases) is untracked scratch: delete it
@@ -32,7 +33,7 @@ for b in $bases; do
   [ -d "$dir" ] || { echo "mk_ab_base: base $name: $dir is not a directory"; continue; }
   root=/tmp/mk_ab_$name
   rm -rf "$root" && mkdir -p "$root"
-  tar --exclude=./build-gpu --exclude=./build --exclude=./.git --exclude=./.ab_base --exclude=./.ab -cf - . | tar -xf - -C "$root"
+  tar --exclude=./build-gpu --exclude=./build --exclude=./.git --exclude=./.ab_base --exclude=./.ab_full --exclude=./.ab -cf - . | tar -xf - -C "$root"
   rm -rf "$root/src" && cp -r "$dir" "$root/src"
   (cd "$root" && tools/configure_gpu.sh "$OUT/${name}_configure.log" > /dev/null &&
      ninja -C build-gpu -j$jobs_each megaserve > "$OUT/${name}_build.log" 2>&1) &
