@@ -997,6 +997,11 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   ASSERT_TRUE(abl.is_ok());
   EXPECT_EQ(abl->attn_ablate, 3);
   EXPECT_EQ(mk_tuning_name(*abl), "attn_ablate=3");
+  auto spin = parse_mk_tuning("poll_ns=0");
+  ASSERT_TRUE(spin.is_ok());
+  EXPECT_EQ(spin->poll_ns, 0);
+  EXPECT_EQ(mk_tuning_name(*spin), "poll_ns=0");
+  EXPECT_EQ(MkTuning{}.poll_ns, 256);
   EXPECT_EQ(sig->attn_percent_for(1, 131072), 100);
   auto pct = parse_mk_tuning("attn_pct=75");
   ASSERT_TRUE(pct.is_ok());
@@ -1020,6 +1025,7 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
            {"attn_wave=2", "attn_wave wants an integer in -1..1"},
            {"attn_ablate=4", "attn_ablate wants an integer in 0..3"},
            {"attn_pack=2", "attn_pack wants an integer in 0..1"},
+           {"poll_ns=4097", "poll_ns wants an integer in 0..4096"},
            {"route_fused=1", "'route_fused=1'"},
            {"gu_batch=2x", "'2x'"},
            {"gu_batch", "'gu_batch'"}}) {

@@ -87,7 +87,8 @@ constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 0, 64},
                                        {"static_pct", &MkTuning::static_pct, 0, 100},
                                        {"down_window", &MkTuning::down_window, 0, 1},
                                        {"attn_pack", &MkTuning::attn_pack, 0, 1},
-                                       {"attn_ablate", &MkTuning::attn_ablate, 0, 3}};
+                                       {"attn_ablate", &MkTuning::attn_ablate, 0, 3},
+                                       {"poll_ns", &MkTuning::poll_ns, 0, 4096}};
 }  // namespace
 
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
@@ -111,7 +112,7 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
                               "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, qkv_run=N, o_run=N, "
                               "costs=0|1|2, attn_pct=0 or 10..400, attn_wave=-1|0|1, route_fast=0|1, "
-                              "head_sms=0..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1, attn_pack=0|1, attn_ablate=0..3)");
+                              "head_sms=0..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1, attn_pack=0|1, attn_ablate=0..3, poll_ns=0..4096)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
     if (val.empty() || *e != 0 || v < set->lo || v > set->hi)
@@ -420,6 +421,7 @@ Status MkExecutor::enqueue(const std::vector<SeqWork>& batch) {
   p.gate_down = opt_.tuning.down_gate;
   p.route_fast = opt_.tuning.route_fast;
   p.attn_ablate = opt_.tuning.attn_ablate;
+  p.poll_ns = uint32_t(opt_.tuning.poll_ns);
   p.attn_pack = opt_.tuning.attn_pack;
   p.local_route = opt_.tuning.local_route;
   p.async_signal = opt_.tuning.async_signal;

@@ -159,6 +159,9 @@ struct Params {
   // kRoute at batch 1 writes the plan from the sorted top-k alone (1) or
   // by the general counts / compaction / member ranks (0).
   int32_t route_fast = 0;
+  // The longest sleep (ns) between two polls of a dependency counter
+  // (wait_counter: 32 ns, doubling up to it; 0: spin without sleeping).
+  uint32_t poll_ns = 256;
   // Watchdog and diagnostics.
   uint64_t watchdog_ns = 0;
   MkError* error = nullptr;

@@ -175,10 +175,11 @@ __device__ __forceinline__ bool wait_counter(const Params& p, uint32_t c, int32_
   const uint32_t* ctr = p.counters + c;
   if (static_cast<int32_t>(ld_acquire(ctr)) >= target) return true;
   const uint64_t t0 = global_timer();
-  uint32_t ns = 32;
+  const uint32_t cap = p.poll_ns;
+  uint32_t ns = min(32u, cap);
   for (uint32_t it = 0;; ++it) {
-    __nanosleep(ns);
-    if (ns < 256) ns *= 2;
+    if (ns) __nanosleep(ns);
+    ns = min(2 * ns, cap);
     const int32_t v = static_cast<int32_t>(ld_acquire(ctr));
     if (v >= target) return true;
     if ((it & 63) == 63) {
