@@ -1002,6 +1002,15 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   EXPECT_EQ(spin->poll_ns, 0);
   EXPECT_EQ(mk_tuning_name(*spin), "poll_ns=0");
   EXPECT_EQ(MkTuning{}.poll_ns, 256);
+  // The head SM by shape: one row on a full grid, never with more rows or
+  // on a tiny grid; an explicit count wins.
+  EXPECT_EQ(MkTuning{}.head_sms_for(1, 132), 1);
+  EXPECT_EQ(MkTuning{}.head_sms_for(2, 132), 0);
+  EXPECT_EQ(MkTuning{}.head_sms_for(1, 4), 0);
+  auto head0 = parse_mk_tuning("head_sms=0");
+  ASSERT_TRUE(head0.is_ok());
+  EXPECT_EQ(head0->head_sms_for(1, 132), 0);
+  EXPECT_EQ(mk_tuning_name(*head0), "head_sms=0");
   EXPECT_EQ(sig->attn_percent_for(1, 131072), 100);
   auto pct = parse_mk_tuning("attn_pct=75");
   ASSERT_TRUE(pct.is_ok());
@@ -1026,6 +1035,7 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
            {"attn_ablate=4", "attn_ablate wants an integer in 0..3"},
            {"attn_pack=2", "attn_pack wants an integer in 0..1"},
            {"poll_ns=4097", "poll_ns wants an integer in 0..4096"},
+           {"head_sms=-2", "head_sms wants an integer in -1..4"},
            {"route_fused=1", "'route_fused=1'"},
            {"gu_batch=2x", "'2x'"},
            {"gu_batch", "'gu_batch'"}}) {

@@ -79,7 +79,7 @@ constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 0, 64},
                                        {"attn_pct", &MkTuning::attn_pct, 0, 400},
                                        {"attn_wave", &MkTuning::attn_wave, -1, 1},
                                        {"route_fast", &MkTuning::route_fast, 0, 1},
-                                       {"head_sms", &MkTuning::head_sms, 0, 4},
+                                       {"head_sms", &MkTuning::head_sms, -1, 4},
                                        {"o_sms", &MkTuning::o_sms, 0, 132},
                                        {"local_route", &MkTuning::local_route, 0, 1},
                                        {"async_signal", &MkTuning::async_signal, 0, 1},
@@ -112,7 +112,7 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
                               "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, qkv_run=N, o_run=N, "
                               "costs=0|1|2, attn_pct=0 or 10..400, attn_wave=-1|0|1, route_fast=0|1, "
-                              "head_sms=0..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1, attn_pack=0|1, attn_ablate=0..3, poll_ns=0..4096)");
+                              "head_sms=-1..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1, attn_pack=0|1, attn_ablate=0..3, poll_ns=0..4096)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
     if (val.empty() || *e != 0 || v < set->lo || v > set->hi)
@@ -332,7 +332,7 @@ Result<MkExecutor::Cached*> MkExecutor::schedule_for(int rows, int context) {
   so.o_run = opt_.tuning.o_run;
   so.attn_sm_percent = opt_.tuning.attn_percent_for(rows, context);
   so.attn_one_wave = opt_.tuning.attn_one_wave_for(rows, context);
-  so.head_sms = opt_.tuning.head_sms;
+  so.head_sms = opt_.tuning.head_sms_for(rows, n_sm_);
   so.oproj_sms = opt_.tuning.o_sms;
   so.static_pct = opt_.tuning.static_pct;
   ::ms::mk::apply_cost_set(&so, opt_.tuning.costs);

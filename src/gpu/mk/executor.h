@@ -76,8 +76,8 @@ struct MkTuning {
   int attn_wave = -1;
   // Params::route_fast (round 10: noise alone; round 11: with attn_pct).
   int route_fast = 0;
-  // ScheduleOptions::head_sms (round 11 experiment).
-  int head_sms = 0;
+  // ScheduleOptions::head_sms; -1: by shape (head_sms_for).
+  int head_sms = -1;
   // ScheduleOptions::oproj_sms (round 11 experiment).
   int o_sms = 0;
   // Params::local_route (round 11).
@@ -119,6 +119,19 @@ struct MkTuning {
     if (attn_pct > 0) return attn_pct;
     return rows <= 4 && context >= 65536 ? 100 : 75;
   }
+  // ScheduleOptions::head_sms: head_sms when set, else one SM that runs
+  // only the norms and routes at one row (on a grid of at least 8 SMs),
+  // none at more. Measured at
+  // e768041 + poll_ns (H100, docs/megakernel.md round 16; bs 1 four rounds
+  // of separate processes, the grids three): bs 1 / 8K 3.45 -> 3.30 ms
+  // (-4.4%), 64K 4.08 -> 3.86 (-5.4%), 128K 4.66 -> 4.66; with more rows
+  // the head's R norms queue on the head SMs: head_sms=1 bs 2 / 3 / 4 / 8 x
+  // 8K +4 / +7 / +12 / +18%, head_sms = rows bs 2 -1.8%, bs 3 -1.0% at 8K
+  // but +22% at 128K, bs 4 0.
+  int head_sms_for(int rows, int n_sm) const {
+    if (head_sms >= 0) return head_sms;
+    return rows == 1 && n_sm >= 8 ? 1 : 0;
+  }
   // ScheduleOptions::attn_one_wave: attn_wave when set, else on where
   // attn_percent_for gives 2-4 rows all the SMs (at one row it measured
   // the same either way; at 8K it cost bs 1 2.6%).
@@ -132,7 +145,7 @@ struct MkTuning {
 // applied to `base`: order=oproj_first|claims_first|oproj_between,
 // gu_batch=N, down_batch=N (0..64, 0: by rows), gu_gate=N, down_gate=N
 // (-1..8), qkv_run=N, o_run=N (1..64), costs=0|1|2, attn_pct=N (0: by shape, or 10..400), attn_wave=-1|0|1 (-1: by shape),
-// route_fast=0|1, head_sms=0..4, o_sms=0..132,
+// route_fast=0|1, head_sms=-1..4 (-1: by shape), o_sms=0..132,
 // local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100,
 // down_window=0|1, attn_pack=0|1, attn_ablate=0..3 (measurement only: the
 // attention's results are wrong under it), poll_ns=0..4096. An unknown or malformed setting is an error that names it.
