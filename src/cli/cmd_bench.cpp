@@ -117,7 +117,7 @@ int bench_decode_cmd(const std::vector<std::string>& args) {
       .add("mk-variants",
            "megakernel: tunings timed one after another in this process, ';'-separated; each 'default' or "
            "comma-separated settings (order=oproj_first|claims_first|oproj_between, gu_batch=N, down_batch=N, "
-           "gu_gate=N, down_gate=N, qkv_run=N, o_run=N, costs=0|1|2, attn_pct=N, attn_wave=-1|0|1, route_fast=0|1, head_sms=N, o_sms=N, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1, attn_pack=0|1, attn_ablate=0..3, poll_ns=0..4096)",
+           "gu_gate=N, down_gate=N, qkv_run=N, o_run=N, costs=0|1|2, attn_pct=N, attn_wave=-1|0|1, route_fast=0|1, head_sms=N, o_sms=N, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1, attn_pack=0|1, attn_ablate=0..3, poll_ns=0..4096, norm_direct=0|1)",
            "")
       .add("timeline", "megakernel: also write one step's per-instruction times (first batch and context) as JSON", "");
   if (int rc = parse_bench_flags(f, args, "bench decode"); rc >= 0) return rc;

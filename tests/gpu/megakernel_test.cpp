@@ -1002,6 +1002,10 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   EXPECT_EQ(spin->poll_ns, 0);
   EXPECT_EQ(mk_tuning_name(*spin), "poll_ns=0");
   EXPECT_EQ(MkTuning{}.poll_ns, 256);
+  EXPECT_EQ(MkTuning{}.norm_direct, 1);
+  auto nd = parse_mk_tuning("norm_direct=0");
+  ASSERT_TRUE(nd.is_ok());
+  EXPECT_EQ(mk_tuning_name(*nd), "norm_direct=0");
   // The head SM by shape: one row on a full grid, never with more rows or
   // on a tiny grid; an explicit count wins.
   EXPECT_EQ(MkTuning{}.head_sms_for(1, 132), 1);
@@ -1036,6 +1040,7 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
            {"attn_pack=2", "attn_pack wants an integer in 0..1"},
            {"poll_ns=4097", "poll_ns wants an integer in 0..4096"},
            {"head_sms=-2", "head_sms wants an integer in -1..4"},
+           {"norm_direct=2", "norm_direct wants an integer in 0..1"},
            {"route_fused=1", "'route_fused=1'"},
            {"gu_batch=2x", "'2x'"},
            {"gu_batch", "'gu_batch'"}}) {

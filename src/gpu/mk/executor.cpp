@@ -88,7 +88,8 @@ constexpr IntSetting kIntSettings[] = {{"gu_batch", &MkTuning::gu_batch, 0, 64},
                                        {"down_window", &MkTuning::down_window, 0, 1},
                                        {"attn_pack", &MkTuning::attn_pack, 0, 1},
                                        {"attn_ablate", &MkTuning::attn_ablate, 0, 3},
-                                       {"poll_ns", &MkTuning::poll_ns, 0, 4096}};
+                                       {"poll_ns", &MkTuning::poll_ns, 0, 4096},
+                                       {"norm_direct", &MkTuning::norm_direct, 0, 1}};
 }  // namespace
 
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
@@ -112,7 +113,7 @@ Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning t) {
       return invalid_argument("megakernel tuning: unknown setting '" + tok +
                               "' (known: order=..., gu_batch=N, down_batch=N, gu_gate=N, down_gate=N, qkv_run=N, o_run=N, "
                               "costs=0|1|2, attn_pct=0 or 10..400, attn_wave=-1|0|1, route_fast=0|1, "
-                              "head_sms=-1..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1, attn_pack=0|1, attn_ablate=0..3, poll_ns=0..4096)");
+                              "head_sms=-1..4, o_sms=0..132, local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100, down_window=0|1, attn_pack=0|1, attn_ablate=0..3, poll_ns=0..4096, norm_direct=0|1)");
     char* e = nullptr;
     const long v = std::strtol(val.c_str(), &e, 10);
     if (val.empty() || *e != 0 || v < set->lo || v > set->hi)
@@ -422,6 +423,7 @@ Status MkExecutor::enqueue(const std::vector<SeqWork>& batch) {
   p.route_fast = opt_.tuning.route_fast;
   p.attn_ablate = opt_.tuning.attn_ablate;
   p.poll_ns = uint32_t(opt_.tuning.poll_ns);
+  p.norm_direct = opt_.tuning.norm_direct;
   p.attn_pack = opt_.tuning.attn_pack;
   p.local_route = opt_.tuning.local_route;
   p.async_signal = opt_.tuning.async_signal;

@@ -98,6 +98,8 @@ struct MkTuning {
   // Params::poll_ns (round 16): the longest sleep between two polls of a
   // dependency counter (0: spin).
   int poll_ns = 256;
+  // Params::norm_direct (round 16).
+  int norm_direct = 1;
   bool operator==(const MkTuning&) const = default;
   int gu_run(int rows) const { return gu_batch > 0 ? gu_batch : rows <= 2 ? 2 : 4; }
   int down_run(int rows) const { return down_batch > 0 ? down_batch : rows <= 2 ? 4 : 8; }
@@ -148,7 +150,7 @@ struct MkTuning {
 // route_fast=0|1, head_sms=-1..4 (-1: by shape), o_sms=0..132,
 // local_route=0|1, async_signal=0|1, gemv_warps=0|1, static_pct=0..100,
 // down_window=0|1, attn_pack=0|1, attn_ablate=0..3 (measurement only: the
-// attention's results are wrong under it), poll_ns=0..4096. An unknown or malformed setting is an error that names it.
+// attention's results are wrong under it), poll_ns=0..4096, norm_direct=0|1. An unknown or malformed setting is an error that names it.
 Result<MkTuning> parse_mk_tuning(const std::string& spec, MkTuning base = {});
 // The tuning as a spec parse_mk_tuning reads back ("default" when it is).
 std::string mk_tuning_name(const MkTuning& t);

@@ -296,21 +296,23 @@ class Loader {
       ok_ = __shfl_sync(0xffffffffu, acked, 0) != 0;
       if (!ok_) return;
       // The layer's routing of the one row, as kRoute computes it: top-k by
-      // route_token, the routed experts ascending (distinct within a row),
-      // one member each. Published to the consumers once written. The
+      // route_token (the ids alone: the gate/up loop applies no weights; the
+      // down loops take kRoute's plan), the routed experts ascending
+      // (distinct within a row), one member each. Published to the
+      // consumers once written. The
       // logits are read microseconds after the router tiles land; the next
       // layer's router overwrites them only after this layer's whole MoE
       // (the same assumption as the global plan's read below, which the next
       // layer's kRoute rewrites).
       __syncwarp();
       route_token(p_.router_logits, 0, d.n_experts, d.top_k, d.router_sigmoid, d.softmax_over_topk, d.norm_topk_prob,
-                  s_.lr_ids, s_.lr_w, s_.lr_val, s_.lr_id);
+                  nullptr, nullptr, s_.lr_val, s_.lr_id, /*ids_only=*/true);
       __syncwarp();
       const int K = d.top_k;
       if (int(lane_) < K) {
-        const int id = s_.lr_ids[lane_];
+        const int id = s_.lr_id[lane_];
         int rank = 0;
-        for (int j = 0; j < K; ++j) rank += s_.lr_ids[j] < id;
+        for (int j = 0; j < K; ++j) rank += s_.lr_id[j] < id;
         s_.lr_member[rank] = int(lane_);
         s_.loader_expert[rank] = id;
       }

@@ -134,7 +134,9 @@ __device__ __forceinline__ void consumer_main(const Params& p, Smem& s) {
     // Through the signal warp unless the SM's next instruction waits on this
     // counter: the hop (post, the warp's wake, its fence) would lengthen
     // that chain, and the consumers would wait for it anyway.
-    bool post = p.async_signal != 0;
+    // Norms (norm_direct): every instruction of the next layer waits on
+    // them, and their SM has nothing else to run meanwhile at one row.
+    bool post = p.async_signal != 0 && !(p.norm_direct && (in.op == Opcode::kNorm || in.op == Opcode::kFinalNorm));
     if (post && sig0 != ::ms::mk::kNoCounter && i + 1 < e) {
       const ::ms::mk::Wait* nw = p.instrs[i + 1].wait;
       post = nw[0].counter != sig0 && nw[1].counter != sig0;

@@ -162,6 +162,9 @@ struct Params {
   // The longest sleep (ns) between two polls of a dependency counter
   // (wait_counter: 32 ns, doubling up to it; 0: spin without sleeping).
   uint32_t poll_ns = 256;
+  // Norms release their counter from consumer thread 0 (1) rather than
+  // through the signal warp (0): everything of the next layer waits on it.
+  int32_t norm_direct = 0;
   // Watchdog and diagnostics.
   uint64_t watchdog_ns = 0;
   MkError* error = nullptr;

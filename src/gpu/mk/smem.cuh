@@ -95,11 +95,10 @@ struct Smem {
   int32_t loader_expert[kMaxSelections];  // the loader's claim loop: slot -> expert of the layer's plan
   // Params::local_route (batch 1): the loader's own routing of the layer for
   // its gate/up loop, handed to the consumers (published by lr_layer =
-  // layer + 1): route_token's scratch and outputs, and slot -> selection.
+  // layer + 1): route_token's scratch (lr_id: the chosen experts in
+  // selection order) and slot -> selection.
   float lr_val[kRouteScratch];
   int32_t lr_id[kRouteScratch];
-  int32_t lr_ids[kRouteScratch];
-  float lr_w[kRouteScratch];
   int32_t lr_member[kRouteScratch];
   int32_t lr_layer;
   int32_t lr_ack;  // the consumers have copied the plan of layer lr_ack - 1 (the loader may rewrite lr_*)

@@ -18,9 +18,14 @@ constexpr int kRouteMaxK = 32;
 // One warp per token. Lane holds scores of experts lane + 32 j. Top-k by k
 // rounds of warp argmax (ties to the lower id, as the reference); lane 0 then
 // applies the post-top-k function serially in the reference's order.
+// ids_only: the chosen experts in sel_id[0, K) (selection order) and nothing
+// else (ids and weights are not written; the megakernel's gate/up loop
+// needs no weights: round 16 took lane 0's serial weight loops off its
+// critical chain).
 __device__ __forceinline__ void route_token(const float* __restrict__ logits, int t, int E, int K, int sigmoid,
                                             int softmax_over_topk, int norm_topk, int32_t* __restrict__ ids,
-                                            float* __restrict__ weights, float* sel_val, int* sel_id) {
+                                            float* __restrict__ weights, float* sel_val, int* sel_id,
+                                            bool ids_only = false) {
   const int lane = threadIdx.x & 31;
   float sc[kRouteMaxPerLane];
 #pragma unroll
@@ -75,7 +80,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ logits, in
     }
   }
   __syncwarp();
-  if (lane != 0) return;
+  if (ids_only || lane != 0) return;
   // Lane 0's loops stay rolled (#pragma unroll 1): serial work either way,
   // and unrolled with the expf expansions they were ~900 instructions of
   // the megakernel's code (run once a layer on one SM: instruction-cache

@@ -353,6 +353,10 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
 // conflicts, and a conflict-free layout for it spilled the kernel): router
 // tile 4.3 -> 2.5 us after its data, bs 1 / 2 / 8 at 8K 3.449 -> 3.411,
 // 4.893 -> 4.793, 11.708 -> 11.623 ms (docs/megakernel.md, round 7).
+// At one row every chunk is staged at once (chunk ch in activation row ch,
+// the mma's B rows all pointed at it: the other token columns repeat the
+// row and are never read): one L2 round trip and barrier on the MoE's
+// critical chain instead of one a chunk (round 16).
 __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
   constexpr int kStepsPerWarp = kStageCols / 16 / kConsumerWarps;
   const Params& p = c.p;
@@ -360,14 +364,37 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
   const int R = p.rows, H = d.hidden;
   const int second = d.parallel_block ? 0 : 1;
   const MmaLanes lanes = mma_lanes(c);
+  const int n_chunks = (H + kStageCols - 1) / kStageCols;
+  const bool whole = R == 1 && n_chunks <= kMaxRows;
+  // whole: this lane's B address in row 0 (its token row dropped)
+  const uint32_t b_row0 = lanes.b - static_cast<uint32_t>((c.lane() & 7) * kActStride);
+  if (whole) {
+    const ActTag tag = act_tag(kActHf, in.layer, second, 0, H, 2);
+    if (tag != c.act) {
+      for (int i = c.tid(); i < H / 4; i += kConsumerThreads) {
+        const int ch = (4 * i) / kStageCols, q = i - ch * (kStageCols / 4);
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(p.hf) + i);
+        const __nv_bfloat162 h0 = __floats2bfloat162_rn(v.x, v.y), h1 = __floats2bfloat162_rn(v.z, v.w);
+        const float2 f0 = __bfloat1622float2(h0), f1 = __bfloat1622float2(h1);
+        const __nv_bfloat162 l0 = __floats2bfloat162_rn(v.x - f0.x, v.y - f0.y),
+                             l1 = __floats2bfloat162_rn(v.z - f1.x, v.w - f1.y);
+        unsigned char* row = c.s.act + ch * kActStride;
+        *reinterpret_cast<uint2*>(row + q * 8) =
+            make_uint2(*reinterpret_cast<const uint32_t*>(&h0), *reinterpret_cast<const uint32_t*>(&h1));
+        *reinterpret_cast<uint2*>(row + kStageCols * 2 + q * 8) =
+            make_uint2(*reinterpret_cast<const uint32_t*>(&l0), *reinterpret_cast<const uint32_t*>(&l1));
+      }
+      consumer_sync();
+      c.act = tag;
+    }
+  }
   for (int t = in.gemv.tile0; t < in.gemv.tile0 + in.gemv.n_tiles; ++t) {
     const int buf = (t - in.gemv.tile0) & 1;
     float hi_acc[4] = {0.f, 0.f, 0.f, 0.f}, lo_acc[4] = {0.f, 0.f, 0.f, 0.f};
-    const int n_chunks = (H + kStageCols - 1) / kStageCols;
     for (int ch = 0; ch < n_chunks; ++ch) {
       const int c0 = ch * kStageCols, nc = min(kStageCols, H - c0);
       const ActTag tag = act_tag(kActHf, in.layer, second, c0, nc, 1);
-      if (tag != c.act) {
+      if (!whole && tag != c.act) {
         // Rows past the step stay as they are: their mma columns are never read.
         for (int i = c.tid(); i < R * nc / 4; i += kConsumerThreads) {
           const int n = i / (nc / 4), q = i % (nc / 4);
@@ -389,19 +416,20 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
       const int nks = have ? nc / 16 : 0;
       const int mine = nks > c.warp() ? (nks - c.warp() + kConsumerWarps - 1) / kConsumerWarps : 0;
       const uint32_t a_base = lanes.a + c.ring.stage() * kStageBytes;
+      const uint32_t b_base = whole ? b_row0 + ch * kActStride : lanes.b;
 #pragma unroll
       for (int i = 0; i < kStepsPerWarp; ++i) {
         if (i < mine) {
           uint32_t a[4], bh[2], bl[2];
           ldmatrix_x4_s(a, a_base + i * kConsumerWarps * 32);
-          ldmatrix_x2_s(bh, lanes.b + i * kConsumerWarps * 32);
-          ldmatrix_x2_s(bl, lanes.b + kStageCols * 2 + i * kConsumerWarps * 32);
+          ldmatrix_x2_s(bh, b_base + i * kConsumerWarps * 32);
+          ldmatrix_x2_s(bl, b_base + kStageCols * 2 + i * kConsumerWarps * 32);
           mma_bf16_16816(hi_acc, a, bh[0], bh[1]);
           mma_bf16_16816(lo_acc, a, bl[0], bl[1]);
         }
       }
       c.release();
-      consumer_sync();  // every warp is done with the staged rows before the next chunk's
+      if (!whole) consumer_sync();  // every warp is done with the staged rows before the next chunk's
     }
     store_partials(c, buf, hi_acc, lo_acc);
     if (c.tid() < 128) {
@@ -468,7 +496,7 @@ __device__ __forceinline__ bool local_claim_plan(Ctx& c, int layer) {
     cp.offset[i] = i;
     cp.count[i] = 1;
     cp.member[i] = min(max(c.s.lr_member[i], 0), K - 1);
-    cp.weight[i] = c.s.lr_w[i];
+    cp.weight[i] = 0.f;  // the gate/up loop applies no routing weight (the down loops use kRoute's plan)
   }
   consumer_sync();
   if (c.tid() == 0) {  // the loader may now route the next layer into lr_*
