@@ -21,13 +21,13 @@ if [ -d .ab_base ]; then
   for b in .ab_full/*/; do b=$(basename "$b"); bases="$bases $b:.ab_full/$b/src"; done
 fi
 if [ -n "$bases" ]; then
-  t=$(( $(left 600) - ${AB_LEAVE:-150} ))   # the rest: the tests and the timeline
+  t=$(( $(left 600) - ${AB_LEAVE:-215} ))   # the rest: the tests and the timeline
   [ "$t" -gt 20 ] && AB_ROUNDS=${AB_ROUNDS:-3} MK_BATCHES=${MK_BATCHES:-1,8} MK_CONTEXTS=${MK_CONTEXTS:-8K} BASES="${bases# }" \
     NEW_SPECS="${NEW_SPECS:-default;poll_ns=0;poll_ns=64;head_sms=1}" timeout "$t" tools/mk_ab_base.sh
 else
   echo "== no .ab_base: the A/B is skipped"
 fi
-t=$(left 60)
+t=$(left ${TEST_S:-170})
 [ "$t" != 0 ] && MEGASERVE_MK_EXPERIMENTS=${TEST_SPEC:-default} run_mk_tests "$OUT/mk_tests.log" "$t"
 t=$(left 25)
 if [ "$t" != 0 ]; then
