@@ -1008,12 +1008,18 @@ TEST(MkTuningSpec, ParsesRoundTripsAndNamesBadSettings) {
   EXPECT_EQ(mk_tuning_name(*nd), "norm_direct=0");
   // The head SM by shape: one row on a full grid, never with more rows or
   // on a tiny grid; an explicit count wins.
-  EXPECT_EQ(MkTuning{}.head_sms_for(1, 132), 1);
-  EXPECT_EQ(MkTuning{}.head_sms_for(2, 132), 0);
-  EXPECT_EQ(MkTuning{}.head_sms_for(1, 4), 0);
+  EXPECT_EQ(MkTuning{}.head_sms_for(1, 8192, 132), 1);
+  EXPECT_EQ(MkTuning{}.head_sms_for(1, 131072, 132), 1);
+  EXPECT_EQ(MkTuning{}.head_sms_for(2, 8192, 132), 2);
+  EXPECT_EQ(MkTuning{}.head_sms_for(2, 65536, 132), 0);
+  EXPECT_EQ(MkTuning{}.head_sms_for(3, 8192, 132), 0);
+  EXPECT_EQ(MkTuning{}.head_sms_for(1, 8192, 4), 0);
+  EXPECT_EQ(MkTuning{}.attn_percent_for(2, 8192), 50);
+  EXPECT_EQ(MkTuning{}.attn_percent_for(2, 65536), 100);
+  EXPECT_EQ(MkTuning{}.attn_percent_for(3, 8192), 75);
   auto head0 = parse_mk_tuning("head_sms=0");
   ASSERT_TRUE(head0.is_ok());
-  EXPECT_EQ(head0->head_sms_for(1, 132), 0);
+  EXPECT_EQ(head0->head_sms_for(1, 8192, 132), 0);
   EXPECT_EQ(mk_tuning_name(*head0), "head_sms=0");
   EXPECT_EQ(sig->attn_percent_for(1, 131072), 100);
   auto pct = parse_mk_tuning("attn_pct=75");

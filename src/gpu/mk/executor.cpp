@@ -333,7 +333,7 @@ Result<MkExecutor::Cached*> MkExecutor::schedule_for(int rows, int context) {
   so.o_run = opt_.tuning.o_run;
   so.attn_sm_percent = opt_.tuning.attn_percent_for(rows, context);
   so.attn_one_wave = opt_.tuning.attn_one_wave_for(rows, context);
-  so.head_sms = opt_.tuning.head_sms_for(rows, n_sm_);
+  so.head_sms = opt_.tuning.head_sms_for(rows, context, n_sm_);
   so.oproj_sms = opt_.tuning.o_sms;
   so.static_pct = opt_.tuning.static_pct;
   ::ms::mk::apply_cost_set(&so, opt_.tuning.costs);

@@ -119,7 +119,8 @@ struct MkTuning {
   // measured: 75%).
   int attn_percent_for(int rows, int context) const {
     if (attn_pct > 0) return attn_pct;
-    return rows <= 4 && context >= 65536 ? 100 : 75;
+    if (rows <= 4 && context >= 65536) return 100;
+    return rows == 2 ? 50 : 75;
   }
   // ScheduleOptions::head_sms: head_sms when set, else one SM that runs
   // only the norms and routes at one row (on a grid of at least 8 SMs),
@@ -130,9 +131,16 @@ struct MkTuning {
   // the head's R norms queue on the head SMs: head_sms=1 bs 2 / 3 / 4 / 8 x
   // 8K +4 / +7 / +12 / +18%, head_sms = rows bs 2 -1.8%, bs 3 -1.0% at 8K
   // but +22% at 128K, bs 4 0.
-  int head_sms_for(int rows, int n_sm) const {
+  // Round 16, second part (in one process, H100, at 8a1e8ea): two rows
+  // below 64K keys take two head SMs and half the SMs for the attention
+  // (attn_percent_for): bs 2 / 8K 4.906 -> 4.657 ms (-5.1%), 32K 5.249 ->
+  // 5.114 (-2.6%); at one row neither helps (head_sms=2 -0.5 / +0.6%,
+  // attn_pct=50 +1.5 / +2.1% at 8K / 32K).
+  int head_sms_for(int rows, int context, int n_sm) const {
     if (head_sms >= 0) return head_sms;
-    return rows == 1 && n_sm >= 8 ? 1 : 0;
+    if (rows == 1 && n_sm >= 8) return 1;
+    if (rows == 2 && context < 65536 && n_sm >= 16) return 2;
+    return 0;
   }
   // ScheduleOptions::attn_one_wave: attn_wave when set, else on where
   // attn_percent_for gives 2-4 rows all the SMs (at one row it measured
