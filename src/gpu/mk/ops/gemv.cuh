@@ -357,6 +357,20 @@ __device__ __forceinline__ bool op_gemv(Ctx& c, const Instruction& in) {
 // the mma's B rows all pointed at it: the other token columns repeat the
 // row and are never read): one L2 round trip and barrier on the MoE's
 // critical chain instead of one a chunk (round 16).
+// Columns 4 q .. 4 q + 3 of a router input row as bf16 hi = bf16(x) at
+// row[8 q] and lo = bf16(x - hi) at row[2 kStageCols + 8 q] (op_router's
+// activation layout).
+__device__ __forceinline__ void stage_hilo(unsigned char* row, int q, const float4 v) {
+  const __nv_bfloat162 h0 = __floats2bfloat162_rn(v.x, v.y), h1 = __floats2bfloat162_rn(v.z, v.w);
+  const float2 f0 = __bfloat1622float2(h0), f1 = __bfloat1622float2(h1);
+  const __nv_bfloat162 l0 = __floats2bfloat162_rn(v.x - f0.x, v.y - f0.y),
+                       l1 = __floats2bfloat162_rn(v.z - f1.x, v.w - f1.y);
+  *reinterpret_cast<uint2*>(row + q * 8) =
+      make_uint2(*reinterpret_cast<const uint32_t*>(&h0), *reinterpret_cast<const uint32_t*>(&h1));
+  *reinterpret_cast<uint2*>(row + kStageCols * 2 + q * 8) =
+      make_uint2(*reinterpret_cast<const uint32_t*>(&l0), *reinterpret_cast<const uint32_t*>(&l1));
+}
+
 __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
   constexpr int kStepsPerWarp = kStageCols / 16 / kConsumerWarps;
   const Params& p = c.p;
@@ -373,16 +387,7 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
     if (tag != c.act) {
       for (int i = c.tid(); i < H / 4; i += kConsumerThreads) {
         const int ch = (4 * i) / kStageCols, q = i - ch * (kStageCols / 4);
-        const float4 v = __ldcg(reinterpret_cast<const float4*>(p.hf) + i);
-        const __nv_bfloat162 h0 = __floats2bfloat162_rn(v.x, v.y), h1 = __floats2bfloat162_rn(v.z, v.w);
-        const float2 f0 = __bfloat1622float2(h0), f1 = __bfloat1622float2(h1);
-        const __nv_bfloat162 l0 = __floats2bfloat162_rn(v.x - f0.x, v.y - f0.y),
-                             l1 = __floats2bfloat162_rn(v.z - f1.x, v.w - f1.y);
-        unsigned char* row = c.s.act + ch * kActStride;
-        *reinterpret_cast<uint2*>(row + q * 8) =
-            make_uint2(*reinterpret_cast<const uint32_t*>(&h0), *reinterpret_cast<const uint32_t*>(&h1));
-        *reinterpret_cast<uint2*>(row + kStageCols * 2 + q * 8) =
-            make_uint2(*reinterpret_cast<const uint32_t*>(&l0), *reinterpret_cast<const uint32_t*>(&l1));
+        stage_hilo(c.s.act + ch * kActStride, q, __ldcg(reinterpret_cast<const float4*>(p.hf) + i));
       }
       consumer_sync();
       c.act = tag;
@@ -398,16 +403,7 @@ __device__ __forceinline__ bool op_router(Ctx& c, const Instruction& in) {
         // Rows past the step stay as they are: their mma columns are never read.
         for (int i = c.tid(); i < R * nc / 4; i += kConsumerThreads) {
           const int n = i / (nc / 4), q = i % (nc / 4);
-          const float4 v = __ldcg(reinterpret_cast<const float4*>(p.hf + int64_t(n) * H + c0) + q);
-          const __nv_bfloat162 h0 = __floats2bfloat162_rn(v.x, v.y), h1 = __floats2bfloat162_rn(v.z, v.w);
-          const float2 f0 = __bfloat1622float2(h0), f1 = __bfloat1622float2(h1);
-          const __nv_bfloat162 l0 = __floats2bfloat162_rn(v.x - f0.x, v.y - f0.y),
-                               l1 = __floats2bfloat162_rn(v.z - f1.x, v.w - f1.y);
-          unsigned char* row = c.s.act + n * kActStride;
-          *reinterpret_cast<uint2*>(row + q * 8) =
-              make_uint2(*reinterpret_cast<const uint32_t*>(&h0), *reinterpret_cast<const uint32_t*>(&h1));
-          *reinterpret_cast<uint2*>(row + kStageCols * 2 + q * 8) =
-              make_uint2(*reinterpret_cast<const uint32_t*>(&l0), *reinterpret_cast<const uint32_t*>(&l1));
+          stage_hilo(c.s.act + n * kActStride, q, __ldcg(reinterpret_cast<const float4*>(p.hf + int64_t(n) * H + c0) + q));
         }
         consumer_sync();
         c.act = tag;
