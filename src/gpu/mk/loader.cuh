@@ -299,11 +299,10 @@ class Loader {
       // route_token (the ids alone: the gate/up loop applies no weights; the
       // down loops take kRoute's plan), the routed experts ascending
       // (distinct within a row), one member each. Published to the
-      // consumers once written. The
-      // logits are read microseconds after the router tiles land; the next
-      // layer's router overwrites them only after this layer's whole MoE
-      // (the same assumption as the global plan's read below, which the next
-      // layer's kRoute rewrites).
+      // consumers once written. The logits are read microseconds after the
+      // router tiles land; the next layer's router overwrites them only
+      // after this layer's whole MoE (the same assumption as the global
+      // plan's read below, which the next layer's kRoute rewrites).
       __syncwarp();
       route_token(p_.router_logits, 0, d.n_experts, d.top_k, d.router_sigmoid, d.softmax_over_topk, d.norm_topk_prob,
                   nullptr, nullptr, s_.lr_val, s_.lr_id, /*ids_only=*/true);
