@@ -27,6 +27,10 @@ import argparse
 
 
 def simulate(S, C, L, m, e, tiles, release, owners, warps=8, issue=0.02, pass_cost=0.01):
+    """Tiles a us once the ring is in its steady state (the first fifth of
+    the positions, the ramp, left out). Each warp walks the positions in
+    order, so a warp passes another's position only after its own earlier
+    work."""
     n = tiles * C
     data = [0.0] * n          # when position p's bytes have landed
     released = [0.0] * n      # when position p's stage is free again
@@ -61,9 +65,6 @@ def simulate(S, C, L, m, e, tiles, release, owners, warps=8, issue=0.02, pass_co
         else:
             r = arrive[owner][p]
         released[p] = max(r, released[p - 1] if p else 0.0)
-        # A warp's arrival for position p is after its own earlier work, but
-        # the model's loop already walks warps through positions in order.
-    total = max(warp_t)
     skip = n // 5  # the ramp
     span = released[n - 1] - released[skip]
     return (tiles - skip // C) / span if span > 0 else float("inf")
