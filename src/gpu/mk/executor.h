@@ -96,9 +96,11 @@ struct MkTuning {
   // Params::attn_ablate (round 13 measurement only: wrong results).
   int attn_ablate = 0;
   // Params::poll_ns (round 16): the longest sleep between two polls of a
-  // dependency counter (0: spin).
+  // dependency counter (0: spin). Spinning measured -0.6% and +0.9% at bs 1
+  // / 8K in two calls (noise): 256 as before.
   int poll_ns = 256;
-  // Params::norm_direct (round 16).
+  // Params::norm_direct (round 16, H100, builds alternating: bs 1 / 8K
+  // 3.287 -> 3.221 ms with it, bs 8 / 8K 11.465 -> 11.470).
   int norm_direct = 1;
   bool operator==(const MkTuning&) const = default;
   int gu_run(int rows) const { return gu_batch > 0 ? gu_batch : rows <= 2 ? 2 : 4; }
@@ -122,20 +124,19 @@ struct MkTuning {
     if (rows <= 4 && context >= 65536) return 100;
     return rows == 2 ? 50 : 75;
   }
-  // ScheduleOptions::head_sms: head_sms when set, else one SM that runs
-  // only the norms and routes at one row (on a grid of at least 8 SMs),
-  // none at more. Measured at
-  // e768041 + poll_ns (H100, docs/megakernel.md round 16; bs 1 four rounds
-  // of separate processes, the grids three): bs 1 / 8K 3.45 -> 3.30 ms
+  // ScheduleOptions::head_sms: head_sms when set, else SMs that run only
+  // the norms and routes: one at one row (on a grid of at least 8 SMs), two
+  // at two rows below 64K keys (with half the SMs for the attention:
+  // attn_percent_for), none otherwise. Measured on an H100
+  // (docs/megakernel.md, round 16): at 3e9017a, bs 1 in four rounds of
+  // separate processes, the grids in three: bs 1 / 8K 3.45 -> 3.30 ms
   // (-4.4%), 64K 4.08 -> 3.86 (-5.4%), 128K 4.66 -> 4.66; with more rows
-  // the head's R norms queue on the head SMs: head_sms=1 bs 2 / 3 / 4 / 8 x
-  // 8K +4 / +7 / +12 / +18%, head_sms = rows bs 2 -1.8%, bs 3 -1.0% at 8K
-  // but +22% at 128K, bs 4 0.
-  // Round 16, second part (in one process, H100, at 8a1e8ea): two rows
-  // below 64K keys take two head SMs and half the SMs for the attention
-  // (attn_percent_for): bs 2 / 8K 4.906 -> 4.657 ms (-5.1%), 32K 5.249 ->
-  // 5.114 (-2.6%); at one row neither helps (head_sms=2 -0.5 / +0.6%,
-  // attn_pct=50 +1.5 / +2.1% at 8K / 32K).
+  // the R norms queue on the head SM: head_sms=1 bs 2 / 3 / 4 / 8 x 8K +4 /
+  // +7 / +12 / +18%; head_sms = rows bs 2 -1.8%, bs 3 -1.0% at 8K but +22%
+  // at 128K, bs 4 0. At 3246934 in one process: bs 2 / 8K with two head
+  // SMs and attn_pct=50 4.906 -> 4.657 ms (-5.1%), 32K 5.249 -> 5.114
+  // (-2.6%); at one row neither helps (head_sms=2 -0.5 / +0.6%, attn_pct=50
+  // +1.5 / +2.1% at 8K / 32K).
   int head_sms_for(int rows, int context, int n_sm) const {
     if (head_sms >= 0) return head_sms;
     if (rows == 1 && n_sm >= 8) return 1;
