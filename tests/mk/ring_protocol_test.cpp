@@ -22,6 +22,15 @@
 // shared word: the loader can end two loops before a slow warp looks
 // (loops with no tiles use no positions), so each loop's tile count is kept
 // per instruction. The faults below show the model catches both.
+//
+// Round 17's split tiles (gu_split / gemv_split, branch next/round17): the
+// shipped protocol with two-position tiles whose chunk 0 runs on warp
+// 2 (k % 4) and chunk 1 on the next warp, which after the tile waits for the
+// first's tag and reads its accumulator slot. The first warp writes its slot
+// while it holds the tile's first position and its tag after passing the
+// second; the kernel relies on the ring's depth (kStages <= warps - 2) for
+// the slot not to be rewritten by the pair's next tile before the read. The
+// model checks that at every depth up to 6 and catches it at 7 and 8.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -35,7 +44,7 @@ constexpr int kWarps = 8;
 constexpr int kMaxChunks = 8;  // positions a tile at most (the model's programs use 1 or 2)
 
 struct Instr {
-  enum Kind { kPlain, kLoopAll, kLoopOwner } kind;
+  enum Kind { kPlain, kLoopAll, kLoopOwner, kLoopSplit } kind;
   int positions = 0;  // kPlain: positions it reads
   int tiles = 0;      // loops: tiles the queue hands out
   int chunks = 1;     // loops: positions a tile
@@ -82,7 +91,13 @@ std::string run_model(int S, const std::vector<Instr>& prog, uint64_t seed, Faul
     int instr = 0, i = 0, k = 0, chunk = 0;
     bool holding = false, done = false, start = true;
     int base = 0;  // the instruction's first position (loops)
+    int publish = -1, gather = -1;  // split loops: the tile whose handoff is this warp's next step
   };
+  // Split loops: per warp pair, the tile whose chunk-0 sums the first
+  // warp's accumulator slot holds, and its tag ((instruction, tile) + 1:
+  // the kernel resets the tags behind a barrier before each loop).
+  std::array<int, kWarps / 2> slot{}, split_tag{};
+  slot.fill(-1);
   std::array<Warp, kWarps> W{};
   std::vector<std::vector<int>> consumed(prog.size());
   for (size_t n = 0; n < prog.size(); ++n) consumed[n].assign(std::max(prog[n].tiles, 1) * kMaxChunks, 0);
@@ -134,7 +149,7 @@ std::string run_model(int S, const std::vector<Instr>& prog, uint64_t seed, Faul
       if (!apply) return true;
       Position& p = pos[L.i % S];
       if (p.releases != L.i / S || p.in_flight) return false;  // ABA: flagged below
-      const bool end = in.kind == Instr::kLoopAll && L.tile == in.tiles;
+      const bool end = (in.kind == Instr::kLoopAll || in.kind == Instr::kLoopSplit) && L.tile == in.tiles;
       p.header = end ? -1 : L.tile;
       p.tag = tag_of(L.instr, loop ? L.tile : L.i - loader_base[L.instr], L.chunk);
       ++p.issued;
@@ -162,12 +177,36 @@ std::string run_model(int S, const std::vector<Instr>& prog, uint64_t seed, Faul
       if (x.done) return false;
       const Instr& in = prog[x.instr];
       if (x.start) {  // the instruction's first position
+        // A split loop ends with the consumers' barrier (op_claims, and an
+        // instruction's signal): no warp starts the next instruction before
+        // every warp is done with the loop (its last gather included).
+        if (x.instr > 0 && prog[x.instr - 1].kind == Instr::kLoopSplit)
+          for (const Warp& o : W)
+            if (!o.done && o.instr < x.instr) return false;
         if (apply) {
           x.base = x.i;
           x.start = false;
           x.k = in.kind == Instr::kLoopOwner ? w : 0;
           x.chunk = 0;
           if (in.kind == Instr::kLoopOwner) x.i = x.base + w * in.chunks;  // its first tile's position
+        }
+        return true;
+      }
+      if (x.publish >= 0) {  // the pair's first warp: its tag after the tile
+        if (apply) {
+          split_tag[x.publish % (kWarps / 2)] = tag_of(x.instr, x.publish, 0) + 1;
+          x.publish = -1;
+        }
+        return true;
+      }
+      if (x.gather >= 0) {  // the pair's second warp: wait for the tag, read the slot
+        const int j = x.gather % (kWarps / 2);
+        if (split_tag[j] != tag_of(x.instr, x.gather, 0) + 1) return false;
+        if (apply) {
+          if (slot[j] != tag_of(x.instr, x.gather, 0))
+            err = "split: warp " + std::to_string(w) + " read pair " + std::to_string(j) + "'s slot for tile " +
+                  std::to_string(x.gather) + " of instruction " + std::to_string(x.instr) + " holding another";
+          x.gather = -1;
         }
         return true;
       }
@@ -186,6 +225,11 @@ std::string run_model(int S, const std::vector<Instr>& prog, uint64_t seed, Faul
                                                                                                                   : 1;
         if (!arrive(x.i, count)) err = "too many arrivals at position " + std::to_string(x.i);
         x.holding = false;
+        if (in.kind == Instr::kLoopSplit && (x.i - x.base) % 2 == 1) {  // the tile's second position
+          const int tile = (x.i - x.base) / 2, j = tile % (kWarps / 2);
+          if (w == 2 * j) x.publish = tile;
+          if (w == 2 * j + 1) x.gather = tile;
+        }
         ++x.i;
         if (in.kind == Instr::kPlain) {
           if (x.i - x.base == in.positions) finish(x.i);
@@ -223,7 +267,7 @@ std::string run_model(int S, const std::vector<Instr>& prog, uint64_t seed, Faul
       if (in.kind == Instr::kPlain) {
         if (p.tag != tag_of(x.instr, x.i - x.base, 0)) err = "plain data overwritten";
         x.holding = true;
-      } else if (in.kind == Instr::kLoopAll) {
+      } else if (in.kind == Instr::kLoopAll || in.kind == Instr::kLoopSplit) {
         if (p.header < 0) {  // the end: release it and go on
           if (!arrive(x.i, 1)) err = "too many arrivals";
           finish(x.i + 1);
@@ -231,7 +275,13 @@ std::string run_model(int S, const std::vector<Instr>& prog, uint64_t seed, Faul
         }
         const int tile = p.header, chunk = (x.i - x.base) % in.chunks;
         if (p.tag != tag_of(x.instr, tile, chunk)) err = "loop data overwritten";
-        if (tile % kWarps == w) ++consumed[x.instr][tile * kMaxChunks + chunk];
+        if (in.kind == Instr::kLoopSplit) {
+          const int j = tile % (kWarps / 2);
+          if (w == 2 * j + chunk) ++consumed[x.instr][tile * kMaxChunks + chunk];
+          if (w == 2 * j && chunk == 0) slot[j] = tag_of(x.instr, tile, 0);  // its sums, written while it holds the position
+        } else if (tile % kWarps == w) {
+          ++consumed[x.instr][tile * kMaxChunks + chunk];
+        }
         x.holding = true;
       } else {
         if (p.header != x.k || p.tag != tag_of(x.instr, x.k, x.chunk))
@@ -290,7 +340,7 @@ std::vector<Instr> random_program(std::mt19937_64& rng, Instr::Kind loop_kind) {
     } else {
       in.kind = loop_kind;
       in.tiles = std::uniform_int_distribution<int>(0, 20)(rng);
-      in.chunks = std::uniform_int_distribution<int>(1, 2)(rng);
+      in.chunks = loop_kind == Instr::kLoopSplit ? 2 : std::uniform_int_distribution<int>(1, 2)(rng);
     }
     prog.push_back(in);
   }
@@ -310,6 +360,26 @@ void check_many(Instr::Kind loop_kind) {
 TEST(RingProtocol, EveryWarpPassesEveryPosition) { check_many(Instr::kLoopAll); }
 
 TEST(RingProtocol, OwnerOnlyReleaseWithIssuedCountsAndEndWords) { check_many(Instr::kLoopOwner); }
+
+// Split tiles at every ring depth the kernel allows (kStages <= 6 with eight
+// warps), and the model catches the slot's early rewrite at 7 and 8.
+TEST(RingProtocol, SplitTilesHandOffWithinTheRingsDepth) {
+  std::mt19937_64 rng(17);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int S = std::uniform_int_distribution<int>(2, kWarps - 2)(rng);
+    const std::vector<Instr> prog = random_program(rng, Instr::kLoopSplit);
+    const std::string err = run_model(S, prog, rng());
+    ASSERT_EQ(err, "") << "trial " << trial << ", " << S << " positions";
+  }
+  for (int S : {kWarps - 1, kWarps}) {
+    std::string err;
+    for (int trial = 0; trial < 3000 && err.empty(); ++trial) {
+      const std::vector<Instr> prog = random_program(rng, Instr::kLoopSplit);
+      err = run_model(S, prog, rng());
+    }
+    EXPECT_NE(err.find("split: "), std::string::npos) << S << " positions: " << err;
+  }
+}
 
 // The model finds what it should: each fault below is reported on some
 // interleaving (a model that passed them would prove nothing).
